@@ -1,0 +1,1 @@
+"""Table schemas of a statelake store, as JSON: the single source every engine reads."""

@@ -1,0 +1,334 @@
+"""The partials table: encoding data files, and an index of its live rows.
+
+Two layouts, chosen when the store is created and recorded in the table's
+configuration (``statelake.layout``):
+
+* ``card`` (default): partitioned by ``epoch`` and ``vnode``; each accepted
+  partial is one small Parquet file. Every row's facts (assignment version,
+  size, CRC-32) are in the file's Delta statistics, so the index is built
+  from the log alone.
+* ``packed``: partitioned by ``epoch``; one file holds every partial of a
+  group commit, ``vnode`` is a column with min/max statistics. Rows of files
+  this process did not write are resolved by reading their small metadata
+  columns once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import _schemas
+from ..errors import CorruptState
+from ._log import FileEntry, LogDelta
+from ._storage import Storage
+
+_META_COLUMNS = ["assignment_version", "payload_size", "payload_crc32"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartialRow:
+    """Where one stored partial lives and the facts needed to judge it."""
+
+    epoch: int
+    vnode: int
+    assignment_version: int
+    payload_size: int
+    payload_crc32: int
+    path: str
+    row: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewPartial:
+    """A partial accepted by write_partial, not yet committed."""
+
+    epoch: int
+    vnode: int
+    assignment_version: int
+    writer: str
+    written_at: datetime
+    payload: bytes
+    crc32: int
+
+
+def new_partial(
+    *, epoch: int, vnode: int, assignment_version: int, writer: str, payload: bytes
+) -> NewPartial:
+    return NewPartial(
+        epoch=epoch,
+        vnode=vnode,
+        assignment_version=assignment_version,
+        writer=writer,
+        written_at=datetime.now(timezone.utc),
+        payload=payload,
+        crc32=zlib.crc32(payload),
+    )
+
+
+def _file_name() -> str:
+    return f"part-{uuid.uuid4().hex}.parquet"
+
+
+def encode(parts: list[NewPartial], layout: str) -> tuple[str, bytes, dict[str, str], str]:
+    """Encode partials of ONE partition into a Parquet file.
+
+    Returns ``(relative path, file bytes, partition values, stats JSON)``.
+    """
+    first = parts[0]
+    columns: dict[str, pa.Array] = {
+        "assignment_version": pa.array([p.assignment_version for p in parts], pa.int64()),
+        "writer": pa.array([p.writer for p in parts], pa.string()),
+        "written_at": pa.array([p.written_at for p in parts], pa.timestamp("us", tz="UTC")),
+        "payload_size": pa.array([len(p.payload) for p in parts], pa.int64()),
+        "payload_crc32": pa.array([p.crc32 for p in parts], pa.int64()),
+        "payload": pa.array([p.payload for p in parts], pa.binary()),
+    }
+    if layout == "card":
+        partition = {"epoch": str(first.epoch), "vnode": str(first.vnode)}
+        rel = f"epoch={first.epoch}/vnode={first.vnode}/{_file_name()}"
+    else:
+        columns = {"vnode": pa.array([p.vnode for p in parts], pa.int32()), **columns}
+        partition = {"epoch": str(first.epoch)}
+        rel = f"epoch={first.epoch}/{_file_name()}"
+    schema = _schemas.file_schema(_schemas.PARTIALS, layout)
+    batch = pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        pa.Table.from_batches([batch]),
+        sink,
+        compression="none",
+        use_dictionary=False,
+        write_statistics=False,
+        store_schema=False,
+    )
+    stats = _stats(parts, layout)
+    return rel, sink.getvalue().to_pybytes(), partition, stats
+
+
+def _stats(parts: list[NewPartial], layout: str) -> str:
+    numeric = {
+        "assignment_version": [p.assignment_version for p in parts],
+        "payload_size": [len(p.payload) for p in parts],
+        "payload_crc32": [p.crc32 for p in parts],
+    }
+    if layout == "packed":
+        numeric["vnode"] = [p.vnode for p in parts]
+    null_count = {name: 0 for name in _schemas.file_schema(_schemas.PARTIALS, layout).names}
+    return json.dumps(
+        {
+            "numRecords": len(parts),
+            "minValues": {k: min(v) for k, v in numeric.items()},
+            "maxValues": {k: max(v) for k, v in numeric.items()},
+            "nullCount": null_count,
+        },
+        separators=(",", ":"),
+    )
+
+
+def rows_of_new_file(path: str, parts: list[NewPartial]) -> list[PartialRow]:
+    return [
+        PartialRow(
+            epoch=p.epoch,
+            vnode=p.vnode,
+            assignment_version=p.assignment_version,
+            payload_size=len(p.payload),
+            payload_crc32=p.crc32,
+            path=path,
+            row=i,
+        )
+        for i, p in enumerate(parts)
+    ]
+
+
+def read_file(storage: Storage, table: str, path: str, columns: list[str] | None = None) -> pa.Table:
+    """Read one data file of ``table``; a missing or unreadable file is CorruptState."""
+    rel = f"{table}/{path}"
+    try:
+        raw = storage.read(rel)
+    except FileNotFoundError as exc:
+        raise CorruptState(
+            "data file referenced by the Delta log is missing", path=storage.uri(rel)
+        ) from exc
+    try:
+        return pq.read_table(pa.BufferReader(raw), columns=columns)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptState(f"unreadable data file ({exc})", path=storage.uri(rel)) from exc
+
+
+def _rows_from_stats(entry: FileEntry) -> list[PartialRow] | None:
+    if entry.num_records != 1:
+        return None
+    mins, maxs = entry.min_values, entry.max_values
+    if any(k not in mins or mins[k] != maxs.get(k) for k in _META_COLUMNS):
+        return None
+    vnode = entry.partition.get("vnode")
+    if vnode is None:
+        vnode = mins.get("vnode")
+    if vnode is None:
+        return None
+    return [
+        PartialRow(
+            epoch=int(entry.partition["epoch"] or 0),
+            vnode=int(vnode),
+            assignment_version=int(mins["assignment_version"]),
+            payload_size=int(mins["payload_size"]),
+            payload_crc32=int(mins["payload_crc32"]),
+            path=entry.path,
+            row=0,
+        )
+    ]
+
+
+class PartialsIndex:
+    """Live rows of the partials table by (epoch, vnode), kept in step with the log."""
+
+    def __init__(self, storage: Storage, table: str = _schemas.PARTIALS) -> None:
+        self.storage = storage
+        self.table = table
+        self.lock = threading.RLock()
+        self.version = -1
+        self._entries: dict[str, FileEntry] = {}
+        self._file_rows: dict[str, list[PartialRow]] = {}
+        self._rows: dict[int, dict[int, list[PartialRow]]] = {}
+        self._unresolved: dict[int, set[str]] = {}
+
+    # -- maintenance ---------------------------------------------------------
+    def apply(self, delta: LogDelta) -> None:
+        with self.lock:
+            if delta.reset:
+                self._entries.clear()
+                self._file_rows.clear()
+                self._rows.clear()
+                self._unresolved.clear()
+            for path in delta.removed:
+                self._drop(path)
+            for entry in delta.added:
+                self._add(entry)
+            self.version = max(self.version, delta.version) if not delta.reset else delta.version
+
+    def add_own(self, version: int, files: Iterable[tuple[FileEntry, list[NewPartial]]]) -> None:
+        """Record files this process just committed (no need to read them back)."""
+        with self.lock:
+            for entry, parts in files:
+                self._entries[entry.path] = entry
+                self._insert(entry.path, rows_of_new_file(entry.path, parts))
+
+    def _add(self, entry: FileEntry) -> None:
+        if entry.path in self._entries:
+            return
+        self._entries[entry.path] = entry
+        rows = _rows_from_stats(entry)
+        if rows is not None:
+            self._insert(entry.path, rows)
+        else:
+            epoch = int(entry.partition.get("epoch") or 0)
+            self._unresolved.setdefault(epoch, set()).add(entry.path)
+
+    def _insert(self, path: str, rows: list[PartialRow]) -> None:
+        self._file_rows[path] = rows
+        for r in rows:
+            self._rows.setdefault(r.epoch, {}).setdefault(r.vnode, []).append(r)
+
+    def _drop(self, path: str) -> None:
+        entry = self._entries.pop(path, None)
+        if entry is None:
+            return
+        epoch = int(entry.partition.get("epoch") or 0)
+        pending = self._unresolved.get(epoch)
+        if pending is not None:
+            pending.discard(path)
+        for r in self._file_rows.pop(path, []):
+            by_vnode = self._rows.get(r.epoch)
+            if by_vnode is None:
+                continue
+            rows = by_vnode.get(r.vnode, [])
+            rows[:] = [x for x in rows if x.path != path]
+            if not rows:
+                by_vnode.pop(r.vnode, None)
+            if not by_vnode:
+                self._rows.pop(r.epoch, None)
+
+    def _resolve(self, epoch: int) -> None:
+        pending = self._unresolved.pop(epoch, None)
+        if not pending:
+            return
+        for path in sorted(pending):
+            entry = self._entries[path]
+            cols = ["assignment_version", "payload_size", "payload_crc32"]
+            if "vnode" not in entry.partition:
+                cols = ["vnode", *cols]
+            t = read_file(self.storage, self.table, path, cols).to_pydict()
+            rows = []
+            for i in range(len(t["assignment_version"])):
+                vnode = t["vnode"][i] if "vnode" in t else int(entry.partition["vnode"] or 0)
+                rows.append(
+                    PartialRow(
+                        epoch=epoch,
+                        vnode=int(vnode),
+                        assignment_version=int(t["assignment_version"][i]),
+                        payload_size=int(t["payload_size"][i]),
+                        payload_crc32=int(t["payload_crc32"][i]),
+                        path=path,
+                        row=i,
+                    )
+                )
+            self._insert(path, rows)
+
+    # -- queries ---------------------------------------------------------------
+    def rows(self, epoch: int, vnode: int) -> list[PartialRow]:
+        with self.lock:
+            self._resolve(epoch)
+            return list(self._rows.get(epoch, {}).get(vnode, ()))
+
+    def epoch_rows(self, epoch: int) -> dict[int, list[PartialRow]]:
+        with self.lock:
+            self._resolve(epoch)
+            return {v: list(rows) for v, rows in self._rows.get(epoch, {}).items()}
+
+    def epochs(self) -> list[int]:
+        with self.lock:
+            return sorted(set(self._rows) | {e for e, p in self._unresolved.items() if p})
+
+    def file_count(self) -> int:
+        with self.lock:
+            return len(self._entries)
+
+    def entries(self) -> list[FileEntry]:
+        with self.lock:
+            return list(self._entries.values())
+
+
+def best(rows: list[PartialRow]) -> list[PartialRow]:
+    """Rows at the highest assignment version (normally exactly one)."""
+    if not rows:
+        return []
+    top = max(r.assignment_version for r in rows)
+    return [r for r in rows if r.assignment_version == top]
+
+
+def read_payload(storage: Storage, table: str, row: PartialRow) -> bytes:
+    """Read and verify the bytes of one stored partial."""
+    t = read_file(storage, table, row.path, ["payload", "payload_crc32"])
+    if row.row >= t.num_rows:
+        raise CorruptState(
+            f"data file has {t.num_rows} rows, the log promised row {row.row}",
+            path=storage.uri(f"{table}/{row.path}"),
+        )
+    payload = t.column("payload")[row.row].as_py()
+    crc = zlib.crc32(payload)
+    if crc != row.payload_crc32 or crc != t.column("payload_crc32")[row.row].as_py():
+        raise CorruptState(
+            f"checksum mismatch for vnode {row.vnode} epoch {row.epoch}: "
+            f"expected crc32 {row.payload_crc32}, found {crc}",
+            path=storage.uri(f"{table}/{row.path}"),
+        )
+    return bytes(payload)

@@ -1,0 +1,127 @@
+"""Creating, opening and validating the two Delta tables of a store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deltalake import DeltaTable
+
+from .. import _schemas
+from ..errors import InvalidArgument, NotAStateStore, StorageError
+from ._storage import Storage
+
+KEY_TABLE = "statelake.table"
+KEY_FORMAT = "statelake.formatVersion"
+KEY_LAYOUT = "statelake.layout"
+KEY_CAPACITY = "statelake.vnodeCapacity"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableSettings:
+    """Delta table properties statelake sets when it creates a store.
+
+    ``checkpoint_interval``: commits between Delta checkpoints (the log a
+    cold open replays stays under this many JSON files).
+    ``log_retention_hours``: how long log entries (and so time travel) are
+    kept before expired-log cleanup removes them.
+    ``deleted_file_retention_hours``: how long files removed by prune are
+    kept for time travel before VACUUM may delete them.
+    """
+
+    checkpoint_interval: int = 100
+    log_retention_hours: int = 24 * 7
+    deleted_file_retention_hours: int = 24 * 7
+
+    def configuration(self) -> dict[str, str | None]:
+        return {
+            "delta.checkpointInterval": str(self.checkpoint_interval),
+            "delta.logRetentionDuration": f"interval {self.log_retention_hours} hours",
+            "delta.deletedFileRetentionDuration": (
+                f"interval {self.deleted_file_retention_hours} hours"
+            ),
+            "delta.enableExpiredLogCleanup": "true",
+        }
+
+
+def _log_exists(storage: Storage, rel: str) -> bool:
+    return storage.exists(f"{rel}/_delta_log") if rel else storage.exists("_delta_log")
+
+
+def ensure_table(
+    storage: Storage,
+    table: str,
+    *,
+    layout: str,
+    vnode_capacity: int | None,
+    settings: TableSettings,
+    create: bool,
+) -> DeltaTable:
+    """Open ``<root>/<table>``, creating it first if it does not exist (and ``create``)."""
+    uri = storage.uri(table)
+    if not _log_exists(storage, table):
+        if not create:
+            raise NotAStateStore(f"no statelake {table} table here", uri=uri)
+        if vnode_capacity is None:
+            raise InvalidArgument("vnode_capacity is required to create a new store")
+        config = settings.configuration()
+        config.update(
+            {
+                KEY_TABLE: table,
+                KEY_FORMAT: str(_schemas.FORMAT_VERSION),
+                KEY_LAYOUT: layout,
+                KEY_CAPACITY: str(vnode_capacity),
+            }
+        )
+        try:
+            DeltaTable.create(
+                uri,
+                schema=_schemas.arrow_schema(table),
+                mode="error",
+                partition_by=_schemas.partition_by(table, layout) or None,
+                name=f"statelake_{table}",
+                description=_schemas.spec(table)["description"],
+                configuration=config,
+                storage_options=storage.options,
+                raise_if_key_not_exists=False,
+            )
+        except Exception as exc:
+            # Another process may have created it first: that is fine, open it below.
+            if not _log_exists(storage, table):
+                raise StorageError(f"cannot create the {table} table: {exc}", uri=uri) from exc
+    try:
+        dt = DeltaTable(uri, storage_options=storage.options)
+    except Exception as exc:
+        raise StorageError(f"cannot open the {table} table: {exc}", uri=uri) from exc
+    validate(dt, table, uri)
+    return dt
+
+
+def validate(dt: DeltaTable, table: str, uri: str) -> None:
+    config = dt.metadata().configuration
+    if config.get(KEY_TABLE) != table:
+        raise NotAStateStore(
+            f"the Delta table is not a statelake {table} table "
+            f"(table property {KEY_TABLE}={config.get(KEY_TABLE)!r})",
+            uri=uri,
+        )
+    found = [f.name for f in dt.schema().fields]
+    expected = _schemas.field_names(table)
+    if found != expected:
+        raise NotAStateStore(
+            f"the {table} table has a different schema: expected columns {expected}, found {found}",
+            uri=uri,
+        )
+    version = int(config.get(KEY_FORMAT) or 0)
+    if version > _schemas.FORMAT_VERSION:
+        raise NotAStateStore(
+            f"the {table} table has format version {version}; this statelake reads "
+            f"up to {_schemas.FORMAT_VERSION} (upgrade statelake)",
+            uri=uri,
+        )
+
+
+def store_properties(dt: DeltaTable) -> tuple[str, int]:
+    config = dt.metadata().configuration
+    layout = config.get(KEY_LAYOUT) or "card"
+    capacity = int(config.get(KEY_CAPACITY) or 0)
+    return layout, capacity

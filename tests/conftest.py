@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -99,4 +98,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("engine") == "delta_s3":
             item.add_marker(pytest.mark.s3)
-    del config, os
+    del config

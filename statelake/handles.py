@@ -337,7 +337,11 @@ class DeltaHandleStore:
             return [(name, data)]
 
         return self._mutate(
-            "add", name, assignment_version, decide, "t.name = s.name",
+            "add",
+            name,
+            assignment_version,
+            decide,
+            "t.name = s.name",
             lambda m: m.when_not_matched_insert_all(),
         )
 
@@ -362,7 +366,11 @@ class DeltaHandleStore:
             return [(name, data)]
 
         return self._mutate(
-            "replace", name, assignment_version, decide, "t.name = s.name",
+            "replace",
+            name,
+            assignment_version,
+            decide,
+            "t.name = s.name",
             lambda m: m.when_matched_update_all(
                 predicate=f"t.resource_version = {resource_version} "
                 f"AND t.assignment_version <= {assignment_version}"
@@ -395,7 +403,11 @@ class DeltaHandleStore:
             return [(name, current.state)]
 
         self._mutate(
-            "remove", name, assignment_version, decide, "t.name = s.name",
+            "remove",
+            name,
+            assignment_version,
+            decide,
+            "t.name = s.name",
             lambda m: m.when_matched_delete(
                 predicate=f"t.assignment_version <= {assignment_version}"
             ),
@@ -411,7 +423,11 @@ class DeltaHandleStore:
             return [(h.name, h.state) for h in snap.values()]
 
         self._mutate(
-            "clear", None, assignment_version, decide, "t.name = s.name",
+            "clear",
+            None,
+            assignment_version,
+            decide,
+            "t.name = s.name",
             lambda m: m.when_matched_delete(
                 predicate=f"t.assignment_version <= {assignment_version}"
             ),
@@ -556,5 +572,3 @@ class DeltaHandleStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-

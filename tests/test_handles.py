@@ -260,9 +260,11 @@ def test_resolve_recognises_a_landed_commit_by_its_token(store_uri: str) -> None
     )
     assert store.resolve(err) is False
     log_line = (Path(store_uri) / "handles" / "_delta_log" / f"{rv:020d}.json").read_text()
-    token = next(
-        line for line in log_line.splitlines() if "commitInfo" in line
-    ).split('"statelake.token":"')[1].split('"')[0]
+    token = (
+        next(line for line in log_line.splitlines() if "commitInfo" in line)
+        .split('"statelake.token":"')[1]
+        .split('"')[0]
+    )
     err = PossiblyInconsistent(
         operation="add", name="a", base_version=rv - 1, token=token, uri=store_uri
     )

@@ -61,6 +61,7 @@ __all__ = [
     "audit",
     "audit_snapshot",
     "load_snapshot",
+    "open_storage",
 ]
 
 KINDS: tuple[str, ...] = (
@@ -251,12 +252,19 @@ class StoreSnapshot:
         }
 
 
-def _check_store(storage: Storage) -> None:
-    """NotAStateStore with the reason a person can act on."""
+def open_storage(
+    uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None
+) -> Storage:
+    """The file layer of the store at ``uri``, after checking a store is there.
+
+    Raises :class:`~statelake.errors.NotAStateStore` with the reason a person
+    can act on (no such path, a plain Delta table, an unrelated folder).
+    """
+    storage = Storage(os.fspath(uri), storage_options)
     if storage.exists(f"{_schemas.PARTIALS}/_delta_log") and storage.exists(
         f"{_schemas.CONTROL}/_delta_log"
     ):
-        return
+        return storage
     if storage.exists("_delta_log"):
         raise NotAStateStore(
             "this is a Delta table, not a statelake store (a store is a folder holding "
@@ -288,9 +296,7 @@ def _open_at(storage: Storage, table: str, as_of: int | datetime | None) -> Any:
     except StateBackendError as exc:
         when = as_of.isoformat() if isinstance(as_of, datetime) else f"version {as_of}"
         reason = str(exc.__cause__ or exc).splitlines()[0]
-        raise InvalidArgument(
-            f"cannot time-travel the {table} table to {when}: {reason}"
-        ) from exc
+        raise InvalidArgument(f"cannot time-travel the {table} table to {when}: {reason}") from exc
 
 
 def _resolve_rows(storage: Storage, entry: FileEntry) -> list[PartialRow]:
@@ -330,8 +336,7 @@ def load_snapshot(
     store and :class:`~statelake.errors.InvalidArgument` for a version or
     time the table cannot travel to.
     """
-    storage = Storage(os.fspath(uri), storage_options)
-    _check_store(storage)
+    storage = open_storage(uri, storage_options=storage_options)
     pt = _open_at(storage, _schemas.PARTIALS, partials_as_of)
     layout, capacity = store_properties(pt)
     files = tuple(entries_of(pt))
@@ -403,14 +408,30 @@ def audit(
 
 
 def audit_snapshot(
-    snap: StoreSnapshot, *, check_payloads: bool = True, progress: Progress | None = None
+    snap: StoreSnapshot,
+    *,
+    check_payloads: bool = True,
+    check_files: bool = True,
+    progress: Progress | None = None,
 ) -> AuditReport:
-    """:func:`audit` over an already loaded :class:`StoreSnapshot`."""
+    """:func:`audit` over an already loaded :class:`StoreSnapshot`.
+
+    ``check_files=False`` skips the pass over data files entirely (only the
+    log and the control table are judged; files that could not be listed
+    are still reported): the quick health check of ``statelake status``.
+    """
     found: list[Anomaly] = []
     found += _check_markers(snap)
     found += _check_rows(snap)
-    corrupt, checked, nbytes = _check_files(snap, check_payloads, progress)
-    found += corrupt
+    checked = nbytes = 0
+    if check_files:
+        corrupt, checked, nbytes = _check_files(snap, check_payloads, progress)
+        found += corrupt
+    else:
+        found += [
+            Anomaly(kind="corrupt", epoch=None, vnode=None, detail=reason)
+            for reason in snap.unreadable.values()
+        ]
     order = {k: i for i, k in enumerate(KINDS)}
     found.sort(
         key=lambda a: (
@@ -436,9 +457,7 @@ def audit_snapshot(
 
 def _check_markers(snap: StoreSnapshot) -> list[Anomaly]:
     out: list[Anomaly] = []
-    unreadable_epochs = {
-        int(snap.entry(p).partition.get("epoch") or 0) for p in snap.unreadable
-    }
+    unreadable_epochs = {int(snap.entry(p).partition.get("epoch") or 0) for p in snap.unreadable}
     for epoch, markers in snap.markers.items():
         if len(markers) > 1:
             who = ", ".join(f"{m.committer!r} at {m.updated_at.isoformat()}" for m in markers)
@@ -527,9 +546,7 @@ def _check_rows(snap: StoreSnapshot) -> list[Anomaly]:
                             kind="duplicate",
                             epoch=epoch,
                             vnode=vnode,
-                            detail=(
-                                f"{len(same)} identical rows at assignment version {version}"
-                            ),
+                            detail=(f"{len(same)} identical rows at assignment version {version}"),
                         )
                     )
     return out

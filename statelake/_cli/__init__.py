@@ -1,0 +1,1 @@
+"""The ``statelake`` command's implementation (the entry point is :mod:`statelake.cli`)."""

@@ -257,6 +257,10 @@ class CheckpointManager:
     * ``assignment_version``: written with each partial (the fence applies).
     * ``clock``: time source for the interval (default ``time.monotonic``).
 
+    The manager owns the epochs of its store: every sealed epoch must be a
+    checkpoint payload (another kind of partial there reads as
+    :class:`~statelake.CorruptState`). Give each operator its own store root.
+
     Thread-safe: one lock guards the state and the checkpoint step.
     """
 

@@ -1,6 +1,8 @@
 """statelake: a stream processor's state backend on Delta Lake tables."""
 
 from .backend import AsOf, AsyncStateBackend, StateBackend
+from .checkpoint import CheckpointInfo, CheckpointManager
+from .config import StoreConfig
 from .delta import DeltaStateBackend, TableSettings
 from .errors import (
     AmbiguousCommit,
@@ -15,6 +17,14 @@ from .errors import (
     StorageError,
     VnodeOutOfRange,
 )
+from .handles import (
+    DeltaHandleStore,
+    Handle,
+    HandleExists,
+    HandleNotFound,
+    PossiblyInconsistent,
+    ResourceVersionMismatch,
+)
 from .memory import InMemoryBackend
 
 __version__ = "0.1.0"
@@ -23,18 +33,27 @@ __all__ = [
     "AmbiguousCommit",
     "AsOf",
     "AsyncStateBackend",
+    "CheckpointInfo",
+    "CheckpointManager",
     "ConflictingPartial",
     "CorruptState",
+    "DeltaHandleStore",
     "DeltaStateBackend",
+    "Handle",
+    "HandleExists",
+    "HandleNotFound",
     "InMemoryBackend",
     "InvalidArgument",
     "NotAStateStore",
     "PayloadTooLarge",
+    "PossiblyInconsistent",
+    "ResourceVersionMismatch",
     "SplitBrainCommit",
     "StaleVersion",
     "StateBackend",
     "StateBackendError",
     "StorageError",
+    "StoreConfig",
     "TableSettings",
     "VnodeOutOfRange",
     "__version__",

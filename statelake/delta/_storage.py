@@ -86,8 +86,8 @@ class Storage:
     def _path(self, rel: str) -> str:
         return f"{self._base}/{rel}" if rel else self._base
 
-    def write(self, rel: str, data: bytes | memoryview) -> None:
-        """Write a new immutable file (creating parent folders)."""
+    def write(self, rel: str, data: bytes | memoryview, *, fsync: bool = False) -> None:
+        """Write a new immutable file (creating parent folders); ``fsync`` before returning."""
         path = self._path(rel)
         try:
             if self._fs is None:
@@ -100,6 +100,8 @@ class Storage:
                     view = memoryview(data)
                     while view:
                         view = view[os.write(fd, view) :]
+                    if fsync:
+                        os.fsync(fd)
                 finally:
                     os.close(fd)
             else:

@@ -320,3 +320,20 @@ def test_readme_example_runs(
     out = capsys.readouterr().out
     for expected in ["True", "b'epoch=42'", "b'epoch=41'", "rejected: caller 1 < fence 2"]:
         assert expected in out
+
+
+@pytest.mark.s3
+def test_handle_store_semantics_on_s3(s3_store: tuple[str, dict[str, str]]) -> None:
+    """add/replace CAS, fence and time travel hold on an S3-compatible object store."""
+    uri, options = s3_store
+    store = DeltaHandleStore(uri, instance_id="leader", storage_options=options)
+    rv1 = store.add("a", b"1", assignment_version=0)
+    with pytest.raises(HandleExists):
+        store.add("a", b"x", assignment_version=0)
+    rv2 = store.replace("a", rv1, b"2", assignment_version=0)
+    with pytest.raises(ResourceVersionMismatch):
+        store.replace("a", rv1, b"3", assignment_version=0)
+    assert store.get("a", as_of=rv1).state == b"1"
+    assert store.get("a").resource_version == rv2
+    other = DeltaHandleStore(uri, instance_id="other", storage_options=options)
+    assert other.list_names() == ["a"]

@@ -34,12 +34,13 @@ dataset scan (that can abort the interpreter at exit).
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from . import _schemas
@@ -60,6 +61,7 @@ __all__ = [
     "StoreSnapshot",
     "audit",
     "audit_snapshot",
+    "commit_time",
     "load_snapshot",
     "open_storage",
 ]
@@ -291,12 +293,40 @@ def _open_at(storage: Storage, table: str, as_of: int | datetime | None) -> Any:
         raise InvalidArgument(
             f"the {table} table has no version {as_of} (versions 0..{latest.version()})"
         )
+    when = as_of.isoformat() if isinstance(as_of, datetime) else f"version {as_of}"
     try:
-        return open_table(uri, storage.options, as_of)
+        dt = open_table(uri, storage.options, as_of)
     except StateBackendError as exc:
-        when = as_of.isoformat() if isinstance(as_of, datetime) else f"version {as_of}"
         reason = str(exc.__cause__ or exc).splitlines()[0]
         raise InvalidArgument(f"cannot time-travel the {table} table to {when}: {reason}") from exc
+    if isinstance(as_of, datetime):
+        # delta-rs answers a time before the first commit with the first version.
+        first = commit_time(storage, table, dt.version())
+        if first is not None and as_of < first:
+            raise InvalidArgument(
+                f"the {table} table has no version at {when}: its oldest retained version "
+                f"{dt.version()} was committed at {first.isoformat()}"
+            )
+    return dt
+
+
+def commit_time(storage: Storage, table: str, version: int) -> datetime | None:
+    """When ``version`` of ``table`` was committed (its log's commitInfo), or None.
+
+    None when that log entry is gone (log cleanup) or does not exist yet.
+    """
+    raw = storage.read_if_exists(f"{table}/_delta_log/{version:020d}.json")
+    if raw is None:
+        return None
+    for line in raw.splitlines():
+        try:
+            action = json.loads(line)
+        except ValueError:
+            continue
+        info = action.get("commitInfo") if isinstance(action, dict) else None
+        if isinstance(info, dict) and "timestamp" in info:
+            return datetime.fromtimestamp(int(info["timestamp"]) / 1000, tz=timezone.utc)
+    return None
 
 
 def _resolve_rows(storage: Storage, entry: FileEntry) -> list[PartialRow]:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._errors import EXIT_USAGE, CliError
 from ._output import Output
@@ -26,7 +26,6 @@ from ._output import Output
 if TYPE_CHECKING:
     from ..audit import StoreSnapshot
     from ..delta import DeltaStateBackend
-    from ..delta._storage import Storage
 
 __all__ = [
     "AWS_ENVIRONMENT",
@@ -174,6 +173,7 @@ class Context:
         """
         if not isinstance(as_of, int):
             return self.snapshot(partials_as_of=as_of, control_as_of=as_of)
+        from ..audit import commit_time
         from ..delta._storage import Storage
 
         when = commit_time(Storage(self.uri, self.options), table, as_of)
@@ -202,23 +202,3 @@ class Context:
 def default_instance_id() -> str:
     """Who the command acts as when it writes: recorded as committer of its changes."""
     return f"statelake-cli@{socket.gethostname()}:{os.getpid()}"
-
-
-def commit_time(storage: Storage, table: str, version: int) -> datetime | None:
-    """When ``version`` of ``table`` was committed (from its log), or None if unknown.
-
-    None (the log entry is gone or the version does not exist yet) makes the
-    caller read the other table at its latest version.
-    """
-    raw = storage.read_if_exists(f"{table}/_delta_log/{version:020d}.json")
-    if raw is None:
-        return None
-    for line in raw.splitlines():
-        try:
-            action: dict[str, Any] = json.loads(line)
-        except ValueError:
-            continue
-        info = action.get("commitInfo")
-        if isinstance(info, dict) and "timestamp" in info:
-            return datetime.fromtimestamp(int(info["timestamp"]) / 1000, tz=timezone.utc)
-    return None

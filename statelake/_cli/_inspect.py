@@ -672,7 +672,7 @@ def cmd_history(ctx: Context) -> int:
         ["time", "table", "version", "operation", "writer", "metrics"],
         [
             [
-                fmt_time(e["timestamp"]),
+                fmt_time(e["timestamp"], ms=True),
                 e["table"],
                 str(e["version"]),
                 (str(e["operation"]), "cyan"),
@@ -712,28 +712,32 @@ def _log_metrics(storage: Storage, table: str, version: int) -> dict[str, int]:
     return out
 
 
+_SHORT = {
+    "num_added_files": "+files",
+    "num_removed_files": "-files",
+    "num_added_rows": "+rows",
+    "num_target_rows_inserted": "inserted",
+    "num_target_rows_updated": "updated",
+    "num_target_rows_deleted": "deleted",
+    "num_target_files_added": "+files",
+    "num_target_files_removed": "-files",
+    "num_deleted_rows": "deleted",
+    "num_copied_rows": "copied",
+    "numDeletedFiles": "files deleted",
+    "numVacuumedDirectories": "dirs vacuumed",
+    "numFilesToDelete": "files to delete",
+}
+_NOISE = ("num_source_rows", "num_output_rows", "num_target_files_scanned", "skipped")
+
+
 def _metrics_text(operation: Any, params: dict[str, Any], metrics: dict[str, int]) -> str:
-    short = {
-        "num_added_files": "+files",
-        "num_removed_files": "-files",
-        "num_added_rows": "+rows",
-        "num_added_bytes": "+bytes",
-        "num_target_rows_inserted": "inserted",
-        "num_target_rows_updated": "updated",
-        "num_target_rows_deleted": "deleted",
-        "num_target_files_added": "+files",
-        "num_target_files_removed": "-files",
-        "num_deleted_rows": "deleted",
-        "num_removed_files_": "-files",
-        "num_files_deleted": "files deleted",
-        "num_copied_rows": "copied",
-    }
+    """The metrics worth a glance, short: ``inserted 1, +files 1, where ...``."""
     parts = []
     for key, value in metrics.items():
-        if key == "num_added_bytes":
-            parts.append(f"+{fmt_bytes(value)}")
-        elif value and key in short:
-            parts.append(f"{short[key]} {value}")
+        if key in ("num_added_bytes", "sizeOfDataToDelete"):
+            parts.append(f"+{fmt_bytes(value)}" if key == "num_added_bytes" else fmt_bytes(value))
+        elif value and not any(n in key for n in _NOISE):
+            parts.append(f"{_SHORT.get(key, key)} {value}")
     predicate = params.get("predicate")
     if predicate and operation != "WRITE":
         parts.append(f"where {predicate}")

@@ -183,8 +183,8 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def fmt_time(value: datetime | None, *, iso: bool = False) -> str:
-    """UTC, second precision for people (``2026-11-21 13:34:10Z``); full ISO for JSON."""
+def fmt_time(value: datetime | None, *, iso: bool = False, ms: bool = False) -> str:
+    """UTC for people (``2026-11-21 13:34:10Z``, ``ms`` adds ``.123``); full ISO for JSON."""
     if value is None:
         return "-"
     if value.tzinfo is None:
@@ -192,6 +192,8 @@ def fmt_time(value: datetime | None, *, iso: bool = False) -> str:
     value = value.astimezone(timezone.utc)
     if iso:
         return value.isoformat().replace("+00:00", "Z")
+    if ms:
+        return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
     return value.strftime("%Y-%m-%d %H:%M:%SZ")
 
 

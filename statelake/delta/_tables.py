@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
 from .. import _schemas
-from ..errors import InvalidArgument, NotAStateStore, StorageError
+from ..errors import CorruptState, InvalidArgument, NotAStateStore, StorageError
 from ._storage import Storage
 
 KEY_TABLE = "statelake.table"
@@ -91,9 +92,47 @@ def ensure_table(
     try:
         dt = DeltaTable(uri, storage_options=storage.options)
     except Exception as exc:
+        gap = _log_gap(storage, table)
+        if gap is not None:
+            raise CorruptState(
+                f"the {table} table's Delta log is missing commit {gap} "
+                "(deleted or lost); the table cannot be read past it",
+                path=storage.uri(f"{table}/_delta_log"),
+            ) from exc
         raise StorageError(f"cannot open the {table} table: {exc}", uri=uri) from exc
     validate(dt, table, uri)
     return dt
+
+
+def _log_gap(storage: Storage, table: str) -> str | None:
+    """The first missing ``NNN.json`` after the latest checkpoint, if the log has a gap.
+
+    delta-rs reports a gap as a generic kernel error; a person needs the file name.
+    """
+    fs, base = storage.filesystem()
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(f"{base}/{table}/_delta_log"))
+    except OSError:
+        return None
+    commits, checkpoints = set(), set()
+    for info in infos:
+        name = info.base_name
+        stem = name.split(".", 1)[0]
+        if not stem.isdigit():
+            continue
+        if name.endswith(".json") and name.count(".") == 1:
+            commits.add(int(stem))
+        elif ".checkpoint" in name:
+            checkpoints.add(int(stem))
+    if not commits:
+        return None
+    start = max(checkpoints, default=-1) + 1 if checkpoints else min(commits)
+    if not checkpoints and start != 0:
+        return f"{0:020d}.json"
+    for version in range(start, max(commits) + 1):
+        if version not in commits:
+            return f"{version:020d}.json"
+    return None
 
 
 def validate(dt: DeltaTable, table: str, uri: str) -> None:

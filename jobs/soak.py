@@ -522,7 +522,8 @@ def run_soak(
         try:
             while not stop.is_set():
                 for v in mine:
-                    b.write_partial(v, epoch, 1, payload(seed, v, epoch, max_size=rng.choice((64, 4096, 65536))))
+                    size = rng.choice((64, 4096, 65536))
+                    b.write_partial(v, epoch, 1, payload(seed, v, epoch, max_size=size))
                     with lock:
                         report.writes += 1
                 progress[t] = epoch

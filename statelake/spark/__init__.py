@@ -18,11 +18,13 @@ from ._schema import spark_schema
 from ._session import find_delta_jars, local_session
 from ._source import FORMAT, StatelakeDataSource
 from ._views import VIEWS, create_views, register
+from ._write import WriteReport, write_partials
 
 __all__ = [
     "FORMAT",
     "VIEWS",
     "StatelakeDataSource",
+    "WriteReport",
     "create_views",
     "delta_jars_available",
     "find_delta_jars",
@@ -32,4 +34,5 @@ __all__ = [
     "spark_schema",
     "table_history",
     "vacuum_store",
+    "write_partials",
 ]

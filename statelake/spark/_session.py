@@ -75,7 +75,9 @@ def local_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         builder = builder.master(f"local[{cores}]" if cores else "local[*]")
-        builder = builder.config("spark.driver.memory", os.environ.get("STATELAKE_DRIVER_MEMORY", "2g"))
+        builder = builder.config(
+            "spark.driver.memory", os.environ.get("STATELAKE_DRIVER_MEMORY", "2g")
+        )
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -89,7 +91,9 @@ def local_session(
         if jars:
             settings["spark.jars"] = ",".join(jars)
         settings["spark.sql.extensions"] = "io.delta.sql.DeltaSparkSessionExtension"
-        settings["spark.sql.catalog.spark_catalog"] = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        settings["spark.sql.catalog.spark_catalog"] = (
+            "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
         # statelake's own retention rules decide what VACUUM may delete.
         settings["spark.databricks.delta.retentionDurationCheck.enabled"] = "false"
     settings.update(config or {})

@@ -135,7 +135,9 @@ def parse_options(options: Mapping[str, str]) -> ScanOptions:
         try:
             version = int(opts["versionasof"])
         except ValueError as exc:
-            raise InvalidArgument(f"versionAsOf must be an int, got {opts['versionasof']!r}") from exc
+            raise InvalidArgument(
+                f"versionAsOf must be an int, got {opts['versionasof']!r}"
+            ) from exc
         if version < 0:
             raise InvalidArgument(f"versionAsOf must be >= 0, got {version}")
     if "timestampasof" in opts:
@@ -170,7 +172,11 @@ class Bounds:
             new = frozenset(int(v) for v in vals)
             self.values = new if self.values is None else self.values & new
             return True
-        value = f.value if isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)) else None
+        value = (
+            f.value
+            if isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual))
+            else None
+        )
         if not isinstance(value, int) or isinstance(value, bool):
             return False
         if isinstance(f, EqualTo):
@@ -262,7 +268,9 @@ def plan_scan(options: ScanOptions, bounds: Mapping[str, Bounds]) -> tuple[int, 
                 keep = False
                 break
         if keep:
-            files.append(ScanFile(path=entry.path, size=entry.size, partition=dict(entry.partition)))
+            files.append(
+                ScanFile(path=entry.path, size=entry.size, partition=dict(entry.partition))
+            )
     files.sort(key=lambda f: f.path)
     return version, files
 
@@ -312,7 +320,7 @@ class StatelakeReader(DataSourceReader):
         self.schema = schema
         self.bounds: dict[str, Bounds] = {}
 
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 (Spark API)
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         pushable = _PUSHABLE[self.options.table]
         for f in filters:
             col = f.attribute[0] if len(f.attribute) == 1 else None

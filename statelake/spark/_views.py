@@ -120,4 +120,4 @@ def create_views(
           ON e.epoch = l.epoch AND e.vnode = l.vnode AND e.rn = 1
         """
     )
-    return [f"{p}{name[len('statelake_'):]}" for name in VIEWS]
+    return [f"{p}{name[len('statelake_') :]}" for name in VIEWS]

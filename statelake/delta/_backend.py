@@ -59,7 +59,6 @@ class _Pending:
     """One write call waiting for the group commit."""
 
     parts: list[NewPartial]
-    files: list[tuple[FileEntry, list[NewPartial]]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -150,7 +149,7 @@ class DeltaStateBackend(StateBackend):
         stored_layout, stored_capacity = store_properties(self._pt)
         if layout is not None and layout != stored_layout:
             raise InvalidArgument(
-                f"store was created with layout {stored_layout!r}, not {layout!r}", 
+                f"store was created with layout {stored_layout!r}, not {layout!r}",
             )
         if vnode_capacity is not None and vnode_capacity != stored_capacity:
             raise InvalidArgument(
@@ -183,9 +182,6 @@ class DeltaStateBackend(StateBackend):
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._write_lock = threading.Lock()  # partials table: committer and prune
         self._control_lock = threading.Lock()
-        # Encoding is CPU-bound Python+Arrow work: more concurrent encoders than cores
-        # only fight over the GIL and starve the committer thread.
-        self._encoders = threading.BoundedSemaphore(max(1, min(4, os.cpu_count() or 1)))
         self._fast_commits = self.storage.local and simple_protocol(self._pt)
         self._checkpoint_interval = int(
             self._pt.metadata().configuration.get("delta.checkpointInterval") or 100
@@ -228,7 +224,9 @@ class DeltaStateBackend(StateBackend):
         check_int("epoch", epoch)
         check_int("assignment_version", assignment_version)
         if not isinstance(partials, Mapping):
-            raise InvalidArgument(f"partials must be a mapping vnode -> bytes, got {type(partials).__name__}")
+            raise InvalidArgument(
+                f"partials must be a mapping vnode -> bytes, got {type(partials).__name__}"
+            )
         checked = {
             check_vnode(v, self.vnode_capacity): check_payload(d, self.max_partial_bytes)
             for v, d in partials.items()
@@ -249,17 +247,9 @@ class DeltaStateBackend(StateBackend):
                 parts.append(part)
         if not parts:
             return
+        # The committer thread encodes, uploads and commits: one thread doing the
+        # CPU-bound work avoids GIL convoys between dozens of writer threads.
         pending = _Pending(parts=parts)
-        if self.layout == "card":
-            # Encode and upload in the caller's thread, so many threads do it in parallel;
-            # only the log commit is shared.
-            try:
-                with self._encoders:
-                    for part in parts:
-                        pending.files.append((self._write_file([part]), [part]))
-            except BaseException:
-                self._discard(pending)
-                raise
         self._queue.put(pending)
         pending.done.wait()
         if pending.error is not None:
@@ -276,20 +266,18 @@ class DeltaStateBackend(StateBackend):
             min_values={"stats": stats},
         )
 
-    def _discard(self, pending: _Pending) -> None:
-        for entry, _ in pending.files:
-            self.storage.delete(f"{_schemas.PARTIALS}/{entry.path}")
-        pending.files.clear()
-
     def _already_stored(self, part: NewPartial) -> bool:
         """True if this exact partial is stored; ConflictingPartial if other bytes are."""
         for row in self._index.rows(part.epoch, part.vnode):
             if row.assignment_version != part.assignment_version:
                 continue
-            if row.payload_crc32 == part.crc32 and row.payload_size == len(part.payload):
-                # Same checksum: compare the bytes themselves before calling it a replay.
-                if read_payload(self.storage, _schemas.PARTIALS, row) == part.payload:
-                    return True
+            # Same checksum: compare the bytes themselves before calling it a replay.
+            if (
+                row.payload_crc32 == part.crc32
+                and row.payload_size == len(part.payload)
+                and read_payload(self.storage, _schemas.PARTIALS, row) == part.payload
+            ):
+                return True
             raise ConflictingPartial(part.vnode, part.epoch, part.assignment_version)
         return False
 
@@ -316,14 +304,20 @@ class DeltaStateBackend(StateBackend):
                 log.exception("statelake group commit failed")
                 for p in batch:
                     if not p.done.is_set():
-                        self._discard(p)
                         p.finish(exc)
 
     def _commit_batch(self, batch: list[_Pending]) -> None:
+        """Check, encode and commit one batch of write calls as a single Delta commit.
+
+        Checks run here, against the freshest log, even though callers checked
+        too: two calls racing on one key are only visible to each other here.
+        An error reaches exactly the calls it concerns; the others commit.
+        """
         self._refresh_control()
         fence = self._control.fence()
         self._refresh_partials()
         accepted: list[_Pending] = []
+        parts: list[NewPartial] = []
         seen: dict[tuple[int, int, int], int] = {}
         for p in batch:
             try:
@@ -335,50 +329,39 @@ class DeltaStateBackend(StateBackend):
                     key = (part.epoch, part.vnode, part.assignment_version)
                     if key in seen:
                         if seen[key] != part.crc32:
-                            raise ConflictingPartial(part.vnode, part.epoch, part.assignment_version, "a concurrent call in this process wrote other bytes")
+                            raise ConflictingPartial(
+                                part.vnode,
+                                part.epoch,
+                                part.assignment_version,
+                                "a concurrent call in this process wrote other bytes",
+                            )
                         continue
-                    if self._already_stored(part):
-                        continue
-                    keep.append(part)
-                for part in keep:
-                    seen[(part.epoch, part.vnode, part.assignment_version)] = part.crc32
+                    if not self._already_stored(part):
+                        keep.append(part)
             except StateBackendError as exc:
-                self._discard(p)
                 p.finish(exc)
                 continue
-            if self.layout == "card":
-                kept = {id(k) for k in keep}
-                for entry, parts in list(p.files):
-                    if id(parts[0]) not in kept:
-                        self.storage.delete(f"{_schemas.PARTIALS}/{entry.path}")
-                p.files = [(e, ps) for e, ps in p.files if id(ps[0]) in kept]
-            else:
-                p.parts = keep
+            for part in keep:
+                seen[(part.epoch, part.vnode, part.assignment_version)] = part.crc32
+            parts += keep
             accepted.append(p)
-        if not accepted:
-            return
-        if self.layout == "packed":
-            by_epoch: dict[int, list[NewPartial]] = {}
-            for p in accepted:
-                for part in p.parts:
-                    by_epoch.setdefault(part.epoch, []).append(part)
-            try:
-                files = [(self._write_file(parts), parts) for parts in by_epoch.values()]
-            except BaseException as exc:
-                for p in accepted:
-                    p.finish(exc)
-                raise
-            accepted[0].files = files
-        files = [f for p in accepted for f in p.files]
-        if not files:
-            for p in accepted:
-                p.finish()
-            return
+        files: list[tuple[FileEntry, list[NewPartial]]] = []
         try:
-            self._commit_files(files)
+            if self.layout == "card":
+                groups = [[part] for part in parts]
+            else:
+                by_epoch: dict[int, list[NewPartial]] = {}
+                for part in parts:
+                    by_epoch.setdefault(part.epoch, []).append(part)
+                groups = list(by_epoch.values())
+            for group in groups:
+                files.append((self._write_file(group), group))
+            if files:
+                self._commit_files(files)
         except BaseException as exc:
+            for entry, _ in files:
+                self.storage.delete(f"{_schemas.PARTIALS}/{entry.path}")
             for p in accepted:
-                self._discard(p)
                 p.finish(exc)
             return
         self._index.add_own(-1, files)
@@ -433,7 +416,8 @@ class DeltaStateBackend(StateBackend):
                 if self._landed(seq):
                     return
                 raise StorageError(
-                    f"could not commit {len(actions)} partials after {_COMMIT_ATTEMPTS} attempts: {last}",
+                    f"could not commit {len(actions)} partials after "
+                    f"{_COMMIT_ATTEMPTS} attempts: {last}",
                     uri=self.storage.uri(_schemas.PARTIALS),
                 )
             self._try_update(self._pt)

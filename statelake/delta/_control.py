@@ -91,7 +91,8 @@ class ControlState:
                 self._files.pop(path, None)
             for entry in delta.added:
                 if entry.path not in self._files:
-                    self._files[entry.path] = markers_of(read_file(self.storage, self.table, entry.path))
+                    rows = read_file(self.storage, self.table, entry.path)
+                    self._files[entry.path] = markers_of(rows)
             self.version = delta.version
             self._reindex()
 

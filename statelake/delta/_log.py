@@ -59,7 +59,9 @@ def _entry_from_action(add: dict[str, Any]) -> FileEntry:
     )
 
 
-def open_table(uri: str, storage_options: dict[str, str], as_of: int | datetime | None = None) -> DeltaTable:
+def open_table(
+    uri: str, storage_options: dict[str, str], as_of: int | datetime | None = None
+) -> DeltaTable:
     try:
         if isinstance(as_of, int):
             return DeltaTable(uri, version=as_of, storage_options=storage_options)

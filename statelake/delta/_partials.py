@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cache
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 from .. import _schemas
 from ..errors import CorruptState
 from ._log import FileEntry, LogDelta
+from ._parquet import Column, encode_table
 from ._storage import Storage
 
 _META_COLUMNS = ["assignment_version", "payload_size", "payload_crc32"]
@@ -84,34 +86,48 @@ def encode(parts: list[NewPartial], layout: str) -> tuple[str, bytes, dict[str, 
     Returns ``(relative path, file bytes, partition values, stats JSON)``.
     """
     first = parts[0]
-    columns: dict[str, pa.Array] = {
-        "assignment_version": pa.array([p.assignment_version for p in parts], pa.int64()),
-        "writer": pa.array([p.writer for p in parts], pa.string()),
-        "written_at": pa.array([p.written_at for p in parts], pa.timestamp("us", tz="UTC")),
-        "payload_size": pa.array([len(p.payload) for p in parts], pa.int64()),
-        "payload_crc32": pa.array([p.crc32 for p in parts], pa.int64()),
-        "payload": pa.array([p.payload for p in parts], pa.binary()),
+    values: dict[str, list[object]] = {
+        "assignment_version": [p.assignment_version for p in parts],
+        "writer": [p.writer for p in parts],
+        "written_at": [_micros(p.written_at) for p in parts],
+        "payload_size": [len(p.payload) for p in parts],
+        "payload_crc32": [p.crc32 for p in parts],
+        "payload": [p.payload for p in parts],
     }
     if layout == "card":
         partition = {"epoch": str(first.epoch), "vnode": str(first.vnode)}
         rel = f"epoch={first.epoch}/vnode={first.vnode}/{_file_name()}"
     else:
-        columns = {"vnode": pa.array([p.vnode for p in parts], pa.int32()), **columns}
+        values["vnode"] = [p.vnode for p in parts]
         partition = {"epoch": str(first.epoch)}
         rel = f"epoch={first.epoch}/{_file_name()}"
-    schema = _schemas.file_schema(_schemas.PARTIALS, layout)
-    batch = pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
-    sink = pa.BufferOutputStream()
-    pq.write_table(
-        pa.Table.from_batches([batch]),
-        sink,
-        compression="none",
-        use_dictionary=False,
-        write_statistics=False,
-        store_schema=False,
-    )
+    columns = _file_columns(layout)
+    blob = encode_table(columns, [values[c.name] for c in columns])
     stats = _stats(parts, layout)
-    return rel, sink.getvalue().to_pybytes(), partition, stats
+    return rel, blob, partition, stats
+
+
+_KINDS = {
+    pa.int32(): "int32",
+    pa.int64(): "int64",
+    pa.string(): "string",
+    pa.binary(): "binary",
+    pa.timestamp("us", tz="UTC"): "timestamp_us",
+}
+
+
+@cache
+def _file_columns(layout: str) -> tuple[Column, ...]:
+    schema = _schemas.file_schema(_schemas.PARTIALS, layout)
+    return tuple(Column(name=f.name, kind=_KINDS[f.type]) for f in schema)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _micros(t: datetime) -> int:
+    delta = t - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _stats(parts: list[NewPartial], layout: str) -> str:
@@ -149,7 +165,9 @@ def rows_of_new_file(path: str, parts: list[NewPartial]) -> list[PartialRow]:
     ]
 
 
-def read_file(storage: Storage, table: str, path: str, columns: list[str] | None = None) -> pa.Table:
+def read_file(
+    storage: Storage, table: str, path: str, columns: list[str] | None = None
+) -> pa.Table:
     """Read one data file of ``table``; a missing or unreadable file is CorruptState."""
     rel = f"{table}/{path}"
     try:

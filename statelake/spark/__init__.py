@@ -13,6 +13,7 @@
   ``write_partial``.
 """
 
+from ._history import last_version_with_epoch
 from ._native import delta_jars_available, read_table, table_history, vacuum_store
 from ._schema import spark_schema
 from ._session import find_delta_jars, local_session
@@ -28,6 +29,7 @@ __all__ = [
     "create_views",
     "delta_jars_available",
     "find_delta_jars",
+    "last_version_with_epoch",
     "local_session",
     "read_table",
     "register",

@@ -356,24 +356,30 @@ class DeltaStateBackend(StateBackend):
                 groups = list(by_epoch.values())
             for group in groups:
                 files.append((self._write_file(group), group))
-            if files:
-                self._commit_files(files)
+            version = self._commit_files(files) if files else None
         except BaseException as exc:
             for entry, _ in files:
                 self.storage.delete(f"{_schemas.PARTIALS}/{entry.path}")
             for p in accepted:
                 p.finish(exc)
             return
-        self._index.add_own(-1, files)
+        with self._index.lock:
+            self._index.add_own(files)
+            if version is not None and self._partials_log.version == version - 1:
+                # Our own commit: the index already has its files, no need to read it back.
+                self._partials_log.version = version
+                self._index.version = version
         for p in accepted:
             p.finish()
 
-    def _commit_files(self, files: list[tuple[FileEntry, list[NewPartial]]]) -> None:
-        """One Delta commit adding ``files``; resolves ambiguous outcomes by re-reading."""
+    def _commit_files(self, files: list[tuple[FileEntry, list[NewPartial]]]) -> int | None:
+        """One Delta commit adding ``files``; resolves ambiguous outcomes by re-reading.
+
+        Returns the committed table version when it is known exactly.
+        """
         now_ms = int(time.time() * 1000)
         if self._fast_commits:
-            self._commit_local(files, now_ms)
-            return
+            return self._commit_local(files, now_ms)
         actions = [
             AddAction(
                 path=entry.path,
@@ -414,15 +420,16 @@ class DeltaStateBackend(StateBackend):
                 self._try_update(self._pt)
             else:
                 if self._landed(seq):
-                    return
+                    return None
                 raise StorageError(
                     f"could not commit {len(actions)} partials after "
                     f"{_COMMIT_ATTEMPTS} attempts: {last}",
                     uri=self.storage.uri(_schemas.PARTIALS),
                 )
             self._try_update(self._pt)
+            return None
 
-    def _commit_local(self, files: list[tuple[FileEntry, list[NewPartial]]], now_ms: int) -> None:
+    def _commit_local(self, files: list[tuple[FileEntry, list[NewPartial]]], now_ms: int) -> int:
         """Append one commit to a local log ourselves (see ``_commit.py`` for why)."""
         adds = [
             {
@@ -464,6 +471,7 @@ class DeltaStateBackend(StateBackend):
                 raise StorageError("could not append to the partials log", uri=self.uri)
             if version % self._checkpoint_interval == 0:
                 self._checkpoint_partials()
+            return version
 
     def _checkpoint_partials(self) -> None:
         """Write a Delta checkpoint and drop expired log files (delta-rs does the work)."""

@@ -233,7 +233,7 @@ class PartialsIndex:
                 self._add(entry)
             self.version = max(self.version, delta.version) if not delta.reset else delta.version
 
-    def add_own(self, version: int, files: Iterable[tuple[FileEntry, list[NewPartial]]]) -> None:
+    def add_own(self, files: Iterable[tuple[FileEntry, list[NewPartial]]]) -> None:
         """Record files this process just committed (no need to read them back)."""
         with self.lock:
             for entry, parts in files:

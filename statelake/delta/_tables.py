@@ -21,8 +21,11 @@ KEY_CAPACITY = "statelake.vnodeCapacity"
 class TableSettings:
     """Delta table properties statelake sets when it creates a store.
 
-    ``checkpoint_interval``: commits between Delta checkpoints (the log a
-    cold open replays stays under this many JSON files).
+    ``checkpoint_interval``: commits between Delta checkpoints of the
+    partials table (a cold open replays at most this many JSON commits).
+    ``control_checkpoint_interval``: the same for the control table, lower
+    because every MERGE there replays the log since the last checkpoint and
+    the table is tiny, so its checkpoints cost next to nothing.
     ``log_retention_hours``: how long log entries (and so time travel) are
     kept before expired-log cleanup removes them.
     ``deleted_file_retention_hours``: how long files removed by prune are
@@ -30,12 +33,18 @@ class TableSettings:
     """
 
     checkpoint_interval: int = 100
+    control_checkpoint_interval: int = 10
     log_retention_hours: int = 24 * 7
     deleted_file_retention_hours: int = 24 * 7
 
-    def configuration(self) -> dict[str, str | None]:
+    def configuration(self, table: str) -> dict[str, str | None]:
+        interval = (
+            self.control_checkpoint_interval
+            if table == _schemas.CONTROL
+            else self.checkpoint_interval
+        )
         return {
-            "delta.checkpointInterval": str(self.checkpoint_interval),
+            "delta.checkpointInterval": str(interval),
             "delta.logRetentionDuration": f"interval {self.log_retention_hours} hours",
             "delta.deletedFileRetentionDuration": (
                 f"interval {self.deleted_file_retention_hours} hours"
@@ -64,7 +73,7 @@ def ensure_table(
             raise NotAStateStore(f"no statelake {table} table here", uri=uri)
         if vnode_capacity is None:
             raise InvalidArgument("vnode_capacity is required to create a new store")
-        config = settings.configuration()
+        config = settings.configuration(table)
         config.update(
             {
                 KEY_TABLE: table,

@@ -22,6 +22,7 @@ next ``count`` matching requests, retries included); ``POST
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import re
@@ -146,10 +147,8 @@ def make_handler(upstream: str, state: _State) -> type[BaseHTTPRequestHandler]:
 
         def _drop(self) -> None:
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 

@@ -30,7 +30,9 @@ FAST_FAIL = {"max_retries": "2", "retry_timeout": "5s", "timeout": "3s"}
 
 
 @pytest.fixture
-def faulty(s3_store: tuple[str, dict[str, str]]) -> Iterator[tuple[str, dict[str, str], FaultProxy, dict[str, str]]]:
+def faulty(
+    s3_store: tuple[str, dict[str, str]],
+) -> Iterator[tuple[str, dict[str, str], FaultProxy, dict[str, str]]]:
     """(uri, options through the proxy, the proxy, direct options)."""
     uri, direct = s3_store
     proxy = FaultProxy(direct["AWS_ENDPOINT_URL"])

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -182,6 +183,7 @@ class DeltaStateBackend(StateBackend):
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._write_lock = threading.Lock()  # partials table: committer and prune
         self._control_lock = threading.Lock()
+        self._uploader = ThreadPoolExecutor(max_workers=4, thread_name_prefix="statelake-upload")
         self._fast_commits = self.storage.local and simple_protocol(self._pt)
         self._checkpoint_interval = int(
             self._pt.metadata().configuration.get("delta.checkpointInterval") or 100
@@ -268,9 +270,7 @@ class DeltaStateBackend(StateBackend):
 
     def _already_stored(self, part: NewPartial) -> bool:
         """True if this exact partial is stored; ConflictingPartial if other bytes are."""
-        for row in self._index.rows(part.epoch, part.vnode):
-            if row.assignment_version != part.assignment_version:
-                continue
+        for row in self._index.rows_at(part.epoch, part.vnode, part.assignment_version):
             # Same checksum: compare the bytes themselves before calling it a replay.
             if (
                 row.payload_crc32 == part.crc32
@@ -354,8 +354,11 @@ class DeltaStateBackend(StateBackend):
                 for part in parts:
                     by_epoch.setdefault(part.epoch, []).append(part)
                 groups = list(by_epoch.values())
-            for group in groups:
-                files.append((self._write_file(group), group))
+            if len(groups) > 1:
+                # Uploads release the GIL: overlap them (the encode part stays serial).
+                files += zip(self._uploader.map(self._write_file, groups), groups, strict=True)
+            elif groups:
+                files.append((self._write_file(groups[0]), groups[0]))
             version = self._commit_files(files) if files else None
         except BaseException as exc:
             for entry, _ in files:
@@ -773,6 +776,7 @@ class DeltaStateBackend(StateBackend):
         self._closed = True
         self._queue.put(None)
         self._committer.join(timeout=60)
+        self._uploader.shutdown(wait=True)
 
     def table_versions(self) -> dict[str, int]:
         """Current Delta versions of the partials and control tables."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 # Thrift compact protocol type ids.
 _I32, _I64, _BINARY, _LIST, _STRUCT = 5, 6, 8, 9, 12
@@ -127,6 +128,7 @@ def _plain(kind: str, values: Sequence[object]) -> bytes:
     return b"".join(parts)
 
 
+@cache
 def _schema_element(col: Column) -> bytes:
     s = _Struct().i32(1, _physical(col.kind)).i32(3, 0).binary(4, col.name.encode())
     if col.kind == "string":
@@ -136,6 +138,11 @@ def _schema_element(col: Column) -> bytes:
         timestamp = _Struct().true(1).struct(2, unit)  # isAdjustedToUTC, MICROS
         s.i32(6, _TIMESTAMP_MICROS).struct(10, _Struct().struct(8, timestamp))
     return s.done()
+
+
+@cache
+def _schema_root(n: int) -> bytes:
+    return _Struct().binary(4, b"schema").i32(5, n).done()
 
 
 def encode_table(columns: Sequence[Column], values: Sequence[Sequence[object]]) -> bytes:
@@ -171,7 +178,7 @@ def encode_table(columns: Sequence[Column], values: Sequence[Sequence[object]]) 
             .i64(9, offset)
         )
         chunks.append(_Struct().i64(2, offset).struct(3, meta).done())
-    root = _Struct().binary(4, b"schema").i32(5, len(columns)).done()
+    root = _schema_root(len(columns))
     row_group = _Struct().list(1, _STRUCT, chunks).i64(2, total).i64(3, num_rows).done()
     footer = (
         _Struct()

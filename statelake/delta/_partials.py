@@ -130,23 +130,26 @@ def _micros(t: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+_NULLS = {
+    layout: json.dumps({n: 0 for n in _schemas.file_schema(_schemas.PARTIALS, layout).names})
+    for layout in _schemas.LAYOUTS
+}
+
+
 def _stats(parts: list[NewPartial], layout: str) -> str:
-    numeric = {
-        "assignment_version": [p.assignment_version for p in parts],
-        "payload_size": [len(p.payload) for p in parts],
-        "payload_crc32": [p.crc32 for p in parts],
-    }
+    """Delta file statistics (numRecords, min/max of the numeric columns, null counts)."""
+    versions = [p.assignment_version for p in parts]
+    sizes = [len(p.payload) for p in parts]
+    crcs = [p.crc32 for p in parts]
+    lo = f'"assignment_version":{min(versions)},"payload_size":{min(sizes)},"payload_crc32":{min(crcs)}'
+    hi = f'"assignment_version":{max(versions)},"payload_size":{max(sizes)},"payload_crc32":{max(crcs)}'
     if layout == "packed":
-        numeric["vnode"] = [p.vnode for p in parts]
-    null_count = {name: 0 for name in _schemas.file_schema(_schemas.PARTIALS, layout).names}
-    return json.dumps(
-        {
-            "numRecords": len(parts),
-            "minValues": {k: min(v) for k, v in numeric.items()},
-            "maxValues": {k: max(v) for k, v in numeric.items()},
-            "nullCount": null_count,
-        },
-        separators=(",", ":"),
+        vnodes = [p.vnode for p in parts]
+        lo += f',"vnode":{min(vnodes)}'
+        hi += f',"vnode":{max(vnodes)}'
+    return (
+        f'{{"numRecords":{len(parts)},"minValues":{{{lo}}},"maxValues":{{{hi}}},'
+        f'"nullCount":{_NULLS[layout]}}}'
     )
 
 
@@ -306,6 +309,17 @@ class PartialsIndex:
         with self.lock:
             self._resolve(epoch)
             return list(self._rows.get(epoch, {}).get(vnode, ()))
+
+    def rows_at(self, epoch: int, vnode: int, version: int) -> list[PartialRow]:
+        """Rows stored for exactly (epoch, vnode, assignment version): the idempotence check."""
+        with self.lock:
+            if epoch in self._unresolved:
+                self._resolve(epoch)
+            by_vnode = self._rows.get(epoch)
+            rows = by_vnode.get(vnode) if by_vnode else None
+            if not rows:
+                return []
+            return [r for r in rows if r.assignment_version == version]
 
     def epoch_rows(self, epoch: int) -> dict[int, list[PartialRow]]:
         with self.lock:

@@ -73,6 +73,7 @@ class Storage:
         self.options = dict(storage_options or {})
         self.local = is_local(self.root)
         self._fs: pafs.FileSystem | None = None
+        self._made_dirs: set[str] = set()
         self._base = self.root
         if not self.local:
             self._fs, self._base = _remote_filesystem(self.root, self.options)
@@ -91,10 +92,16 @@ class Storage:
         path = self._path(rel)
         try:
             if self._fs is None:
+                folder = os.path.dirname(path)
+                if folder not in self._made_dirs:
+                    os.makedirs(folder, exist_ok=True)
+                    if len(self._made_dirs) > 100_000:
+                        self._made_dirs.clear()
+                    self._made_dirs.add(folder)
                 try:
                     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                except FileNotFoundError:
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                except FileNotFoundError:  # the folder was removed behind our back
+                    os.makedirs(folder, exist_ok=True)
                     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
                     view = memoryview(data)

@@ -310,8 +310,11 @@ def run_crash(
     from statelake import DeltaStateBackend
 
     DeltaStateBackend(
-        uri, instance_id="driver", vnode_capacity=vnodes,
-        storage_options=storage_options, layout=layout,
+        uri,
+        instance_id="driver",
+        vnode_capacity=vnodes,
+        storage_options=storage_options,
+        layout=layout,
     ).close()
     gens = dict.fromkeys(range(workers), 0)
     procs = {k: _spawn({**base, "worker": k, "gen": 0}, log_dir) for k in range(workers)}
@@ -397,15 +400,20 @@ def verify_store(
             fail(f"epoch {epoch} reported sealed by {sorted(ids)}")
     # A fresh instance: the store must open after any crash.
     b = DeltaStateBackend(
-        uri, instance_id="checker", vnode_capacity=None,
-        storage_options=storage_options, create=False,
+        uri,
+        instance_id="checker",
+        vnode_capacity=None,
+        storage_options=storage_options,
+        create=False,
     )
     try:
         for vnode, epoch in sorted(acked):
             got = b.read_partial(vnode, epoch)
             if got != payload(seed, vnode, epoch):
-                fail(f"acknowledged write lost or changed: vnode {vnode} epoch {epoch} -> "
-                     f"{None if got is None else len(got)} bytes")
+                fail(
+                    f"acknowledged write lost or changed: vnode {vnode} epoch {epoch} -> "
+                    f"{None if got is None else len(got)} bytes"
+                )
         markers = b.commit_markers()
         for epoch, ms in markers.items():
             if len(ms) != 1:
@@ -418,13 +426,17 @@ def verify_store(
             if epoch not in markers:
                 fail(f"epoch {epoch} was reported sealed by {ids} but has no commit marker")
             if markers[epoch][0].committer not in ids:
-                fail(f"epoch {epoch} reported sealed by {ids}, marker names "
-                     f"{markers[epoch][0].committer}")
+                fail(
+                    f"epoch {epoch} reported sealed by {ids}, marker names "
+                    f"{markers[epoch][0].committer}"
+                )
         for ev in lost:
             m = markers.get(ev["epoch"])
             if m is None or m[0].committer != ev["winner"]:
-                fail(f"{ev['id']} was told epoch {ev['epoch']} was sealed by {ev['winner']}, "
-                     f"the store says {None if m is None else m[0].committer}")
+                fail(
+                    f"{ev['id']} was told epoch {ev['epoch']} was sealed by {ev['winner']}, "
+                    f"the store says {None if m is None else m[0].committer}"
+                )
         report.audit = run_audit(b, uri, storage_options, fail)
     finally:
         b.close()
@@ -442,8 +454,10 @@ def run_audit(
     result = audit(uri, storage_options=dict(storage_options or {}))
     if not result.ok:
         fail(f"statelake.audit found errors: {[a.to_dict() for a in result.errors]}")
-    return (f"statelake.audit ok: {result.sealed_epochs} sealed epochs, "
-            f"{result.payloads_checked} payloads checked, warnings {len(result.warnings)}")
+    return (
+        f"statelake.audit ok: {result.sealed_epochs} sealed epochs, "
+        f"{result.payloads_checked} payloads checked, warnings {len(result.warnings)}"
+    )
 
 
 # -- the soak -------------------------------------------------------------------------------
@@ -559,8 +573,10 @@ def run_soak(
         time.sleep(sample_every_s)
         sample = (round(time.monotonic() - t0, 1), round(_rss_kib() / 1024, 1), _open_fds())
         report.samples.append(sample)
-        echo(f"t={sample[0]:7.1f}s rss={sample[1]:8.1f} MiB fds={sample[2]:4d} "
-             f"writes={report.writes} seals={report.seals}")
+        echo(
+            f"t={sample[0]:7.1f}s rss={sample[1]:8.1f} MiB fds={sample[2]:4d} "
+            f"writes={report.writes} seals={report.seals}"
+        )
     stop.set()
     for th in pool:
         th.join(timeout=120)
@@ -572,9 +588,11 @@ def run_soak(
         span = tail[-1][0] - tail[0][0]
         report.rss_growth_mib = round(_slope([(s[0], s[1]) for s in tail]) * span, 1)
         report.fd_growth = round(_slope([(s[0], float(s[2])) for s in tail]) * span)
-    echo(f"soak: {report.writes} writes, {report.seals} seals, {report.prunes} prunes in "
-         f"{duration_s:.0f}s; RSS trend over the second half {report.rss_growth_mib:+.1f} MiB, "
-         f"open files trend {report.fd_growth:+d}")
+    echo(
+        f"soak: {report.writes} writes, {report.seals} seals, {report.prunes} prunes in "
+        f"{duration_s:.0f}s; RSS trend over the second half {report.rss_growth_mib:+.1f} MiB, "
+        f"open files trend {report.fd_growth:+d}"
+    )
     return report
 
 
@@ -617,16 +635,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "crash":
             report = run_crash(
-                uri, work_dir=work, storage_options=options, workers=args.workers,
-                vnodes=args.vnodes, epochs=args.epochs, seed=seed, kill_every_s=args.kill_every,
-                kill_prob=args.kill_prob, time_limit_s=args.time_limit, layout=args.layout,
+                uri,
+                work_dir=work,
+                storage_options=options,
+                workers=args.workers,
+                vnodes=args.vnodes,
+                epochs=args.epochs,
+                seed=seed,
+                kill_every_s=args.kill_every,
+                kill_prob=args.kill_prob,
+                time_limit_s=args.time_limit,
+                layout=args.layout,
                 echo=lambda m: print(m, flush=True),
             )
             print(json.dumps(asdict(report), indent=2))
         else:
             run_soak(
-                uri, storage_options=options, threads=args.threads,
-                duration_s=args.minutes * 60, vnodes=args.vnodes, seed=seed,
+                uri,
+                storage_options=options,
+                threads=args.threads,
+                duration_s=args.minutes * 60,
+                vnodes=args.vnodes,
+                seed=seed,
                 echo=lambda m: print(m, flush=True),
             )
     except AssertionError as exc:

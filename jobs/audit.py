@@ -185,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     progress(f"starting local Spark; auditing {store}")
     from statelake.spark import local_session
 
+    from pyspark.sql import SparkSession
+
+    owned = SparkSession.getActiveSession() is None  # a caller's session is left running
     spark = local_session("statelake-audit")
     try:
         try:
@@ -242,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 1 if errors else 0
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
 
 
 if __name__ == "__main__":

@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     from statelake.delta._storage import Storage
     from statelake.spark import delta_jars_available, local_session, vacuum_store
 
+    from pyspark.sql import SparkSession
+
+    owned = SparkSession.getActiveSession() is None  # a caller's session is left running
     spark = local_session("statelake-maintenance")
     native = delta_jars_available(spark)
     backend = DeltaStateBackend(
@@ -193,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         backend.close()
-        spark.stop()
+        if owned:
+            spark.stop()
 
 
 if __name__ == "__main__":

@@ -50,6 +50,9 @@ HISTORY_SCHEMA = StructType(
 )
 
 
+_ALWAYS_TRUE_EPOCH = -(2**63)
+
+
 def delta_jars_available(spark: SparkSession) -> bool:
     """True when this session can use ``format("delta")`` and ``DeltaTable``.
 
@@ -122,7 +125,12 @@ def read_table(
         reader = reader.option("versionAsOf", str(version))
     if ts is not None:
         reader = reader.option("timestampAsOf", ts)
-    return reader.load(table_uri(uri, "").rstrip("/"))
+    df = reader.load(table_uri(uri, "").rstrip("/"))
+    # Spark 4.1 caches the scan planned with the last pushed-down filters on the
+    # relation and reuses it for a later query that pushes NO filter, so one
+    # DataFrame queried with "epoch = 3" and then without a filter returned only
+    # epoch 3. An always-true pushed filter makes every query plan its own scan.
+    return df.where(df["epoch"] >= _ALWAYS_TRUE_EPOCH)
 
 
 def table_history(

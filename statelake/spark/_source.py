@@ -322,6 +322,7 @@ class StatelakeReader(DataSourceReader):
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         pushable = _PUSHABLE[self.options.table]
+        self.bounds = {}  # each planning pushes its own filters: never keep an earlier query's
         for f in filters:
             col = f.attribute[0] if len(f.attribute) == 1 else None
             if col in pushable:

@@ -75,7 +75,9 @@ def run(
         build_s = time.perf_counter() - t0
         lo = epochs // 2
         session.read.format("statelake").load(store).createOrReplaceTempView("bench_source")
-        session.read.parquet(os.path.join(store, "partials")).createOrReplaceTempView("bench_parquet")
+        session.read.parquet(os.path.join(store, "partials")).createOrReplaceTempView(
+            "bench_parquet"
+        )
         src_s, src_rows = _time(
             lambda: session.sql(_QUERY.format(view="bench_source", lo=lo)).collect(), repeats
         )

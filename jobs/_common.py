@@ -41,12 +41,12 @@ def print_rows(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
     data = [["" if v is None else str(v) for v in row] for row in rows]
     widths = [len(c) for c in columns]
     for row in data:
-        widths = [max(w, len(v)) for w, v in zip(widths, row)]
+        widths = [max(w, len(v)) for w, v in zip(widths, row, strict=False)]
     print(f"\n{title}")
-    print("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     print("  " + "  ".join("-" * w for w in widths))
     for row in data:
-        print("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)))
+        print("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)))
     if not data:
         print("  (no rows)")
 

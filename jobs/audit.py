@@ -183,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no statelake store at {store} (run python -m jobs.pipeline first)", file=sys.stderr)
         return 2
     progress(f"starting local Spark; auditing {store}")
-    from statelake.spark import local_session
-
     from pyspark.sql import SparkSession
+
+    from statelake.spark import local_session
 
     owned = SparkSession.getActiveSession() is None  # a caller's session is left running
     spark = local_session("statelake-audit")

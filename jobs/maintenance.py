@@ -94,12 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     mode = "apply" if args.yes else "dry run"
     progress(f"maintenance of {store} ({mode}); starting local Spark")
 
+    from pyspark.sql import SparkSession
+
     from statelake import DeltaStateBackend
     from statelake.delta._log import open_table
     from statelake.delta._storage import Storage
     from statelake.spark import delta_jars_available, local_session, vacuum_store
-
-    from pyspark.sql import SparkSession
 
     owned = SparkSession.getActiveSession() is None  # a caller's session is left running
     spark = local_session("statelake-maintenance")

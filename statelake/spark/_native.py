@@ -60,7 +60,7 @@ def delta_jars_available(spark: SparkSession) -> bool:
     SQL extension is configured (the catalog and ``VACUUM`` need it).
     """
     try:
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm = spark.sparkContext._jvm
         if jvm is None:
             return False
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()

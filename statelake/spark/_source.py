@@ -259,6 +259,8 @@ def plan_scan(options: ScanOptions, bounds: Mapping[str, Bounds]) -> tuple[int, 
         keep = True
         for col, b in bounds.items():
             part = _int_or_none(entry.partition.get(col))
+            lo: int | None
+            hi: int | None
             if part is not None:
                 lo = hi = part
             else:
@@ -324,7 +326,8 @@ class StatelakeReader(DataSourceReader):
         pushable = _PUSHABLE[self.options.table]
         self.bounds = {}  # each planning pushes its own filters: never keep an earlier query's
         for f in filters:
-            col = f.attribute[0] if len(f.attribute) == 1 else None
+            attribute: tuple[str, ...] = getattr(f, "attribute", ())
+            col = attribute[0] if len(attribute) == 1 else None
             if col in pushable:
                 b = self.bounds.setdefault(col, Bounds())
                 if b.add(f):

@@ -95,7 +95,7 @@ def _executor_write(settings: _Settings) -> Any:
                 NewPartial(
                     epoch=int(epoch),
                     vnode=int(vnode),
-                    assignment_version=int(version),
+                    assignment_version=int(version),  # type: ignore[arg-type]  # checked above
                     writer=settings.writer,
                     written_at=now,
                     payload=data,
@@ -249,7 +249,7 @@ def write_partials(
         for f in plan:
             by_epoch.setdefault(f.epoch, []).append(f)
         for epoch in sorted(by_epoch):
-            entries = [
+            entries: list[tuple[FileEntry, list[Any]]] = [
                 (
                     FileEntry(
                         path=f.path,
@@ -328,7 +328,7 @@ def _judge(backend: Any, files: list[_File]) -> dict[str, list[bool]]:
 
 
 def _rewrite_mixed(backend: Any, files: list[_File], keep: dict[str, list[bool]]) -> list[_File]:
-    """Files to commit: all-new files as they are, all-replay files deleted, mixed ones rewritten."""
+    """Files to commit: new files as they are, replay-only files deleted, mixed ones rewritten."""
     from ..delta._partials import NewPartial, encode, read_file
 
     out: list[_File] = []

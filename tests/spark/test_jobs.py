@@ -47,7 +47,7 @@ def test_every_job_explains_itself_with_help(name: str) -> None:
 def test_pipeline_resumes_after_a_crash_with_state_equal_to_a_recomputation(
     tmp_path: Path,
 ) -> None:
-    """Crash mid-epoch, restart: exit 0, epochs continue, state equals an exactly-once recomputation."""
+    """Crash mid-epoch, restart: exit 0, epochs go on, state equals an exactly-once recount."""
     data = str(tmp_path / "data")
     common = ["--data-dir", data, "--rows-per-batch", "200", "--keys", "50", "--vnodes", "4"]
     first = _job("jobs.pipeline", *common, "--epochs", "3", "--keep", "2", "--crash-after", "3")

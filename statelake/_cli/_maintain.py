@@ -237,6 +237,10 @@ def cmd_verify(ctx: Context) -> int:
             f"FAILED: {len(report.errors)} error(s), {len(report.warnings)} warning(s); {what}",
             "red bold",
         )
+        out.note(
+            f"statelake: verify: {len(report.errors)} error(s), "
+            f"{len(report.warnings)} warning(s) in {report.uri}"
+        )
         return EXIT_ANOMALIES
     tail = f"; {len(report.warnings)} warning(s)" if report.warnings else ""
     out.line(f"OK: {what}{tail}", "green bold")

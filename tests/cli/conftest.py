@@ -105,13 +105,18 @@ def build_store(
     epochs: int = 5,
     capacity: int = 4,
     unsealed: Iterable[int] = (),
+    missing: Mapping[int, Iterable[int]] | None = None,
     layout: str = "card",
     payload: Callable[[int, int], bytes] | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> None:
-    """A store with partials for every vnode of epochs ``0..epochs-1``, sealed except ``unsealed``."""
+    """Partials for every vnode of epochs ``0..epochs-1``, all sealed except ``unsealed``.
+
+    ``missing`` maps an epoch to vnodes left unwritten (list such epochs as unsealed).
+    """
     make = payload or (lambda e, v: f"epoch {e} vnode {v}".encode())
     skip = set(unsealed)
+    holes = {e: set(vs) for e, vs in (missing or {}).items()}
     backend = DeltaStateBackend(
         os.fspath(uri),
         instance_id="coordinator-1",
@@ -121,7 +126,8 @@ def build_store(
     )
     try:
         for epoch in range(epochs):
-            backend.write_partials(epoch, 1, {v: make(epoch, v) for v in range(capacity)})
+            vnodes = [v for v in range(capacity) if v not in holes.get(epoch, ())]
+            backend.write_partials(epoch, 1, {v: make(epoch, v) for v in vnodes})
             if epoch not in skip:
                 assert backend.epoch_complete(epoch, range(capacity))
     finally:

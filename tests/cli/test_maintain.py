@@ -52,7 +52,7 @@ def test_fence_never_goes_down(statelake: Run, store: Path) -> None:
 
 
 def test_prune_dry_run_lists_what_goes_and_changes_nothing(statelake: Run, store: Path) -> None:
-    """prune without --yes names the markers, rows and bytes it would delete; the store is intact."""
+    """prune without --yes names the markers, rows and bytes it would delete; nothing changes."""
     before = tree(store)
     doc = statelake("prune", store, "--before", "3", "--json").json()
     assert doc["dry_run"] is True and doc["changed"] is False
@@ -90,7 +90,7 @@ def test_prune_refuses_to_remove_every_sealed_epoch_without_force(
 
 
 def test_vacuum_dry_run_lists_files_and_yes_deletes_them(statelake: Run, store: Path) -> None:
-    """vacuum after prune: default retention keeps files; --retention-hours 0 lists, --yes deletes."""
+    """After prune: default retention keeps files; retention 0 lists them, --yes deletes them."""
     statelake("prune", store, "--before", "3", "--yes")
     assert "nothing to vacuum with a retention of 168 h" in statelake("vacuum", store).stdout
     before = tree(store)

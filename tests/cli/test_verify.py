@@ -22,8 +22,8 @@ def test_kinds_are_the_shared_vocabulary_split_into_errors_and_warnings() -> Non
         "unsealed",
         "corrupt",
     }
-    assert ERROR_KINDS == {"gap", "stale", "conflict", "double_seal", "corrupt"}
-    assert ERROR_KINDS | WARNING_KINDS == set(KINDS) and not ERROR_KINDS & WARNING_KINDS
+    assert {"gap", "stale", "conflict", "double_seal", "corrupt"} == ERROR_KINDS
+    assert set(KINDS) == ERROR_KINDS | WARNING_KINDS and not ERROR_KINDS & WARNING_KINDS
 
 
 def test_verify_passes_a_healthy_store(statelake: Run, healthy_store: str) -> None:
@@ -60,7 +60,7 @@ def broken_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_audit_finds_every_planted_anomaly_at_its_epoch(broken_store: Path) -> None:
-    """gap, stale, conflict, duplicate, double_seal, unsealed and corrupt each land where planted."""
+    """gap, stale, conflict, duplicate, double_seal, unsealed, corrupt: each found where planted."""
     report = audit(str(broken_store))
     found = {(a.kind, a.epoch, a.vnode) for a in report.anomalies}
     assert found == {
@@ -96,7 +96,7 @@ def test_verify_exits_1_and_names_each_anomaly(statelake: Run, broken_store: Pat
 def test_verify_without_payloads_still_finds_missing_files(
     statelake: Run, broken_store: Path
 ) -> None:
-    """--no-payloads skips reading payloads (the overwritten one passes) but not existence checks."""
+    """--no-payloads skips reading payloads (the overwritten one passes) but checks files exist."""
     doc = statelake("verify", broken_store, "--no-payloads", "--json", code=1).json()
     corrupt = {(a["epoch"], a["vnode"]) for a in doc["anomalies"] if a["kind"] == "corrupt"}
     assert corrupt == {(6, 2)}

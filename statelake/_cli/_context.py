@@ -46,6 +46,7 @@ AWS_ENVIRONMENT = (
     "AWS_ALLOW_HTTP",
     "AWS_S3_ALLOW_UNSAFE_RENAME",
     "AWS_CONDITIONAL_PUT",
+    "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
 )
 """Environment variables copied into the storage options of ``s3://`` stores."""
 

@@ -162,12 +162,18 @@ class Output:
         tasks: dict[str, Any] = {}
 
         def advance(phase: str, done: int, total: int) -> None:
+            # Started on the first report: a command that scans nothing draws nothing.
+            if not tasks:
+                bar.start()
             if phase not in tasks:
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done)
 
-        with bar:
+        try:
             yield advance
+        finally:
+            if tasks:
+                bar.stop()
 
 
 def to_jsonable(value: Any) -> Any:

@@ -240,18 +240,35 @@ class StoreSnapshot:
         """The verified bytes of one row (CorruptState on a missing file or bad CRC)."""
         return read_payload(self.storage, _schemas.PARTIALS, row)
 
-    def row_details(self, row: PartialRow) -> dict[str, Any]:
-        """``writer`` and ``written_at`` of a row (read from its data file)."""
-        t = read_file(self.storage, _schemas.PARTIALS, row.path, ["writer", "written_at"])
-        if row.row >= t.num_rows:
-            raise CorruptState(
-                f"data file has {t.num_rows} rows, the log promised row {row.row}",
-                path=self.storage.uri(f"{_schemas.PARTIALS}/{row.path}"),
-            )
-        return {
-            "writer": t.column("writer")[row.row].as_py(),
-            "written_at": t.column("written_at")[row.row].as_py(),
-        }
+    def row_details(
+        self, rows: Iterable[PartialRow], *, progress: Progress | None = None
+    ) -> dict[tuple[str, int], dict[str, Any]]:
+        """``writer`` and ``written_at`` of each row by ``(path, row)``; each file read once.
+
+        These facts are not in the Delta log, so they cost one small read per
+        data file (a few in parallel). CorruptState if a file is missing or short.
+        """
+        by_path: dict[str, list[PartialRow]] = {}
+        for r in rows:
+            by_path.setdefault(r.path, []).append(r)
+
+        def read(path: str) -> tuple[str, list[Any], list[Any]]:
+            t = read_file(self.storage, _schemas.PARTIALS, path, ["writer", "written_at"])
+            return path, t.column("writer").to_pylist(), t.column("written_at").to_pylist()
+
+        out: dict[tuple[str, int], dict[str, Any]] = {}
+        with ThreadPoolExecutor(_READERS) as pool:
+            for done, (path, writers, times) in enumerate(pool.map(read, by_path), 1):
+                for r in by_path[path]:
+                    if r.row >= len(writers):
+                        raise CorruptState(
+                            f"data file has {len(writers)} rows, the log promised row {r.row}",
+                            path=self.storage.uri(f"{_schemas.PARTIALS}/{path}"),
+                        )
+                    out[(path, r.row)] = {"writer": writers[r.row], "written_at": times[r.row]}
+                if progress is not None:
+                    progress("reading partial metadata", done, len(by_path))
+        return out
 
 
 def open_storage(
@@ -459,8 +476,8 @@ def audit_snapshot(
         found += corrupt
     else:
         found += [
-            Anomaly(kind="corrupt", epoch=None, vnode=None, detail=reason)
-            for reason in snap.unreadable.values()
+            Anomaly(kind="corrupt", epoch=_epoch_of(snap.entry(path)), vnode=None, detail=reason)
+            for path, reason in snap.unreadable.items()
         ]
     order = {k: i for i, k in enumerate(KINDS)}
     found.sort(
@@ -483,6 +500,11 @@ def audit_snapshot(
         bytes_checked=nbytes,
         anomalies=tuple(found),
     )
+
+
+def _epoch_of(entry: FileEntry) -> int | None:
+    epoch = entry.partition.get("epoch")
+    return None if epoch is None else int(epoch)
 
 
 def _check_markers(snap: StoreSnapshot) -> list[Anomaly]:

@@ -362,12 +362,10 @@ def cmd_show(ctx: Context) -> int:
     want_bytes = args.hex or args.decode is not None or args.raw_to is not None
     items: list[dict[str, Any]] = []
     payloads: dict[int, bytes] = {}
-    rows = [(v, r) for v, rs in by_vnode.items() for r in rs]
     with ctx.out.progress() as progress:
-        for i, (vnode, r) in enumerate(rows, 1):
-            items.append(_row_doc(snap, r, by_vnode[vnode]))
-            if progress is not None and len(rows) > 20:
-                progress(f"reading epoch {epoch}", i, len(rows))
+        details = snap.row_details([r for rs in by_vnode.values() for r in rs], progress=progress)
+    for rs in by_vnode.values():
+        items += [_row_doc(r, rs, details[(r.path, r.row)]) for r in rs]
     if want_bytes:
         for vnode, rs in by_vnode.items():
             top = _effective(rs)
@@ -473,7 +471,7 @@ def _effective(rows: tuple[PartialRow, ...]) -> PartialRow:
 
 
 def _row_doc(
-    snap: StoreSnapshot, r: PartialRow, same_key: tuple[PartialRow, ...]
+    r: PartialRow, same_key: tuple[PartialRow, ...], details: dict[str, Any]
 ) -> dict[str, Any]:
     top = max(x.assignment_version for x in same_key)
     if r.assignment_version < top:
@@ -487,7 +485,6 @@ def _row_doc(
         state = "duplicate"
     else:
         state = "effective"
-    details = snap.row_details(r)
     return {
         "vnode": r.vnode,
         "assignment_version": r.assignment_version,

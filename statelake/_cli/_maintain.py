@@ -9,11 +9,14 @@ racing live writers is as safe as the library itself).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._context import Context, parse_interval_hours
 from ._errors import EXIT_ANOMALIES, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError
 from ._output import Cell, fmt_bytes, fmt_ranges, fmt_time
+
+if TYPE_CHECKING:
+    from ..audit import StoreSnapshot
 
 __all__ = ["cmd_fence", "cmd_prune", "cmd_vacuum", "cmd_verify"]
 
@@ -186,7 +189,7 @@ def cmd_vacuum(ctx: Context) -> int:
     return EXIT_OK
 
 
-def _sizes(snap: Any, paths: list[str]) -> dict[str, int]:
+def _sizes(snap: StoreSnapshot, paths: list[str]) -> dict[str, int]:
     """Sizes of files about to be vacuumed (0 when they cannot be stat'ed)."""
     fs, base = snap.storage.filesystem()
     if not paths:

@@ -95,7 +95,7 @@ class Storage:
                 folder = os.path.dirname(path)
                 if folder not in self._made_dirs:
                     os.makedirs(folder, exist_ok=True)
-                    if len(self._made_dirs) > 100_000:
+                    if len(self._made_dirs) >= 4096:  # bounded: a cache, not a registry
                         self._made_dirs.clear()
                     self._made_dirs.add(folder)
                 try:

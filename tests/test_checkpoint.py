@@ -256,38 +256,3 @@ def test_any_sequence_restores_exactly_each_retained_checkpoint(
         assert fresh.state() == (at_epoch[latest] if latest is not None else {})
     finally:
         backend.close()
-
-
-README_EXAMPLE = """
-from statelake import CheckpointManager, DeltaStateBackend
-
-backend = DeltaStateBackend("./operator-state", instance_id="worker-1", vnode_capacity=8)
-state = CheckpointManager(backend, compression="zstd", full_every=5, retain=3, interval=30.0)
-for i in range(1000):
-    state.put(b"user-%d" % i, b'{"clicks": 1, "window": "2024-06-01T12:00"}')
-full = state.checkpoint()                  # the first checkpoint is full
-print(full.kind, f"{full.compression_ratio:.0f}x smaller")
-
-state.put(b"user-7", b'{"clicks": 2, "window": "2024-06-01T12:00"}')
-state.delete(b"user-8")
-delta = state.checkpoint()                 # incremental: 1 put, 1 tombstone
-print(delta.kind, delta.keys_written, delta.tombstones)
-print(state.maybe_checkpoint())            # None: 30 s have not passed
-
-recovered = CheckpointManager(backend)     # e.g. after a restart
-print(recovered.restore())                 # the latest sealed epoch
-print(recovered.get(b"user-8"))            # None: deleted
-print(recovered.state_at(full.epoch)[b"user-8"] is not None)  # point in time: True
-backend.close()
-"""
-
-
-def test_readme_example_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The README section's example runs as written (same text as in the README)."""
-    monkeypatch.chdir(tmp_path)
-    exec(compile(README_EXAMPLE, "README.md", "exec"), {"__name__": "readme"})
-    out = capsys.readouterr().out
-    for expected in ["incremental 1 1"]:
-        assert expected in out

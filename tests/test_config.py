@@ -158,38 +158,3 @@ def test_pickled_config_opens_in_a_spawned_process(store_uri: str) -> None:
     assert sorted(backend.read_epoch(0)) == list(range(8))
     assert config.handle_store(instance_id="driver").get("latest").state == b"0"
     assert config.checkpoint_manager(instance_id="driver").state_at() == {b"k": b"from-child"}
-
-
-README_EXAMPLE = """
-import dataclasses
-import pickle
-
-from statelake import StoreConfig
-
-config = StoreConfig(
-    uri="./shared-store",
-    storage_options={"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "s3cr3t"},
-    vnode_capacity=16,
-    retain_checkpoints=5,
-)
-print(config)  # ... 'aws_secret_access_key': '***' ...
-
-shipped = pickle.loads(pickle.dumps(config))   # what Spark does with a task closure
-backend = shipped.open(instance_id="executor-3")
-assert backend is shipped.open(instance_id="executor-3")  # one per process, thread-safe
-backend.write_partial(0, 1, 0, b"partial of vnode 0")
-handles = shipped.handle_store(instance_id="executor-3")
-operator = dataclasses.replace(shipped, uri="./operator-7")  # one store per operator
-state = operator.checkpoint_manager(instance_id="executor-3", interval=None)
-"""
-
-
-def test_readme_example_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The README section's example runs as written (same text as in the README)."""
-    monkeypatch.chdir(tmp_path)
-    exec(compile(README_EXAMPLE, "README.md", "exec"), {"__name__": "readme"})
-    out = capsys.readouterr().out
-    for expected in ["'aws_secret_access_key': '***'"]:
-        assert expected in out

@@ -285,43 +285,6 @@ def test_bad_arguments_fail_before_any_write(store: DeltaHandleStore) -> None:
     assert store.version() == before
 
 
-README_EXAMPLE = """
-from statelake import DeltaHandleStore, DeltaStateBackend, ResourceVersionMismatch, StaleVersion
-
-store = DeltaHandleStore("./job-store", instance_id="jobmanager-1")
-rv1 = store.add("checkpoint-latest", b"epoch=41", assignment_version=1)
-rv2 = store.replace("checkpoint-latest", rv1, b"epoch=42", assignment_version=1)
-try:
-    store.replace("checkpoint-latest", rv1, b"epoch=43", assignment_version=1)
-except ResourceVersionMismatch as err:
-    print("changed concurrently; current version is", err.found)
-
-print(store.exists("checkpoint-latest") == rv2)              # True
-print(store.get("checkpoint-latest").state)                  # b'epoch=42'
-print(store.get("checkpoint-latest", as_of=rv1).state)       # b'epoch=41' (time travel)
-
-# A new leader raises the store's fence; the deposed one can no longer write.
-with DeltaStateBackend("./job-store", instance_id="coordinator", vnode_capacity=16) as backend:
-    backend.set_authoritative_version(2)
-try:
-    store.release_and_try_remove("checkpoint-latest", assignment_version=1)
-except StaleVersion as err:
-    print("rejected: caller", err.caller, "< fence", err.authoritative)
-print(store.release_and_try_remove("checkpoint-latest", assignment_version=2))  # True
-"""
-
-
-def test_readme_example_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The README section's example runs as written (same text as in the README)."""
-    monkeypatch.chdir(tmp_path)
-    exec(compile(README_EXAMPLE, "README.md", "exec"), {"__name__": "readme"})
-    out = capsys.readouterr().out
-    for expected in ["True", "b'epoch=42'", "b'epoch=41'", "rejected: caller 1 < fence 2"]:
-        assert expected in out
-
-
 @pytest.mark.s3
 def test_handle_store_semantics_on_s3(s3_store: tuple[str, dict[str, str]]) -> None:
     """add/replace CAS, fence and time travel hold on an S3-compatible object store."""

@@ -212,7 +212,7 @@ def _run_threads_per_epoch(
 
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def bench_epoch_complete(root: str, epochs: int) -> dict[str, float]:
@@ -311,6 +311,10 @@ def bench_cold_open(root: str, commits: int, progress: Progress) -> dict[str, fl
         [f for f in os.listdir(os.path.join(uri, "partials", "_delta_log")) if f.endswith(".json")]
     )
     return {"commits": version, "open_ms": statistics.median(opens), "json_log_files": log_files}
+
+
+def _ratio(result: dict[str, Any], baseline: dict[str, Any]) -> str:
+    return f"{result['per_second'] / baseline['per_second']:.2f}x"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -468,8 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         failed = sum(w["failed"] for w in results["writes"] if w["method"].startswith("statelake"))
         summary = {
-            "card, 32 threads, 4 KiB vs raw": f"{card32['per_second'] / raw32['per_second']:.2f}x",
-            "packed, 32 threads, 4 KiB vs raw": f"{packed32['per_second'] / raw32['per_second']:.2f}x",
+            "card, 32 threads, 4 KiB vs raw": _ratio(card32, raw32),
+            "packed, 32 threads, 4 KiB vs raw": _ratio(packed32, raw32),
             "failed statelake calls": failed,
             "epoch_complete p50": f"{seal['p50_ms']:.1f} ms",
             "read_partial p50 (card)": f"{history['card']['read_p50_ms']:.2f} ms",

@@ -84,7 +84,9 @@ class InMemoryBackend(StateBackend):
                     raise ConflictingPartial(vnode, epoch, assignment_version)
             for vnode, data in checked.items():
                 versions = self._store.rows.setdefault((epoch, vnode), {})
-                versions.setdefault(assignment_version, _Row(assignment_version=assignment_version, data=data))
+                versions.setdefault(
+                    assignment_version, _Row(assignment_version=assignment_version, data=data)
+                )
 
     def read_partial(self, vnode: int, epoch: int) -> bytes | None:
         check_vnode(vnode, self.vnode_capacity)

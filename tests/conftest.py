@@ -31,7 +31,9 @@ def engine(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_backend(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendFactory]:
+def make_backend(
+    engine: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[BackendFactory]:
     """Factory of backends that share ONE store: ``make_backend(instance_id="a")``.
 
     For the in-memory engine every instance shares the same model object's
@@ -44,9 +46,13 @@ def make_backend(engine: str, request: pytest.FixtureRequest, tmp_path: Path) ->
         shared: dict[str, InMemoryBackend] = {}
         first: list[InMemoryBackend] = []
 
-        def factory(instance_id: str = "node-a", vnode_capacity: int = 16, **kw: object) -> StateBackend:
+        def factory(
+            instance_id: str = "node-a", vnode_capacity: int = 16, **kw: object
+        ) -> StateBackend:
             if not first:
-                b = InMemoryBackend(vnode_capacity=vnode_capacity, instance_id=instance_id, fencing=True)
+                b = InMemoryBackend(
+                    vnode_capacity=vnode_capacity, instance_id=instance_id, fencing=True
+                )
                 first.append(b)
                 shared[instance_id] = b
                 return b
@@ -63,7 +69,9 @@ def make_backend(engine: str, request: pytest.FixtureRequest, tmp_path: Path) ->
         uri, options = str(tmp_path / "store"), {}
     layout = "packed" if engine == "delta_packed" else "card"
 
-    def delta_factory(instance_id: str = "node-a", vnode_capacity: int = 16, **kw: object) -> StateBackend:
+    def delta_factory(
+        instance_id: str = "node-a", vnode_capacity: int = 16, **kw: object
+    ) -> StateBackend:
         b = DeltaStateBackend(
             uri,
             instance_id=instance_id,

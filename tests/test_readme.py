@@ -16,7 +16,11 @@ BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re
 
 def _run(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=600,
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 

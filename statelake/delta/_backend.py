@@ -14,9 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError
-from deltalake.transaction import AddAction
+from deltalake.table import TableMerger
+from deltalake.transaction import AddAction, RemoveAction
 
 from .. import _schemas
 from .._validation import check_capacity, check_int, check_payload, check_vnode, check_vnodes
@@ -154,8 +156,7 @@ class DeltaStateBackend(StateBackend):
             )
         if vnode_capacity is not None and vnode_capacity != stored_capacity:
             raise InvalidArgument(
-                f"store was created with vnode_capacity={stored_capacity}, "
-                f"not {vnode_capacity}"
+                f"store was created with vnode_capacity={stored_capacity}, not {vnode_capacity}"
             )
         self.layout = stored_layout
         self.vnode_capacity = stored_capacity
@@ -359,7 +360,7 @@ class DeltaStateBackend(StateBackend):
                 files += zip(self._uploader.map(self._write_file, groups), groups, strict=True)
             elif groups:
                 files.append((self._write_file(groups[0]), groups[0]))
-            version = self._commit_files(files) if files else None
+            committed = self._commit_files(files) if files else None
         except BaseException as exc:
             for entry, _ in files:
                 self.storage.delete(f"{_schemas.PARTIALS}/{entry.path}")
@@ -368,10 +369,10 @@ class DeltaStateBackend(StateBackend):
             return
         with self._index.lock:
             self._index.add_own(files)
-            if version is not None and self._partials_log.version == version - 1:
+            if committed is not None and self._partials_log.version == committed - 1:
                 # Our own commit: the index already has its files, no need to read it back.
-                self._partials_log.version = version
-                self._index.version = version
+                self._partials_log.version = committed
+                self._index.version = committed
         for p in accepted:
             p.finish()
 
@@ -383,7 +384,7 @@ class DeltaStateBackend(StateBackend):
         now_ms = int(time.time() * 1000)
         if self._fast_commits:
             return self._commit_local(files, now_ms)
-        actions = [
+        actions: list[AddAction | RemoveAction] = [
             AddAction(
                 path=entry.path,
                 size=entry.size,
@@ -507,9 +508,7 @@ class DeltaStateBackend(StateBackend):
             log.debug("update_incremental failed; the next commit will retry", exc_info=True)
 
     # -- reads -------------------------------------------------------------------
-    def read_partial(
-        self, vnode: int, epoch: int, *, as_of: AsOf | None = None
-    ) -> bytes | None:
+    def read_partial(self, vnode: int, epoch: int, *, as_of: AsOf | None = None) -> bytes | None:
         self._check_open()
         check_vnode(vnode, self.vnode_capacity)
         check_int("epoch", epoch)
@@ -673,7 +672,7 @@ class DeltaStateBackend(StateBackend):
         return self._control.fence()
 
     def _control_merge(
-        self, source: object, predicate: str, clauses: Callable[[object], object]
+        self, source: pa.Table, predicate: str, clauses: Callable[[TableMerger], TableMerger]
     ) -> dict[str, object] | None:
         """A MERGE on the control table as a compare-and-set on its version.
 
@@ -687,14 +686,14 @@ class DeltaStateBackend(StateBackend):
             if self._ct.version() != version:
                 self._ct.load_as_version(version)
             merger = self._ct.merge(
-                source,  # type: ignore[arg-type]
+                source,
                 predicate,
                 source_alias="s",
                 target_alias="t",
                 streamed_exec=False,
                 commit_properties=CommitProperties(max_commit_retries=0),
             )
-            result = clauses(merger).execute()  # type: ignore[attr-defined]
+            result = clauses(merger).execute()
         except CommitFailedError:
             return None
         except Exception as exc:

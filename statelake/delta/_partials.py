@@ -141,8 +141,14 @@ def _stats(parts: list[NewPartial], layout: str) -> str:
     versions = [p.assignment_version for p in parts]
     sizes = [len(p.payload) for p in parts]
     crcs = [p.crc32 for p in parts]
-    lo = f'"assignment_version":{min(versions)},"payload_size":{min(sizes)},"payload_crc32":{min(crcs)}'
-    hi = f'"assignment_version":{max(versions)},"payload_size":{max(sizes)},"payload_crc32":{max(crcs)}'
+    lo = (
+        f'"assignment_version":{min(versions)},"payload_size":{min(sizes)},'
+        f'"payload_crc32":{min(crcs)}'
+    )
+    hi = (
+        f'"assignment_version":{max(versions)},"payload_size":{max(sizes)},'
+        f'"payload_crc32":{max(crcs)}'
+    )
     if layout == "packed":
         vnodes = [p.vnode for p in parts]
         lo += f',"vnode":{min(vnodes)}'

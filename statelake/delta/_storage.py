@@ -234,8 +234,8 @@ def _remote_filesystem(root: str, options: Mapping[str, str]) -> tuple[pafs.File
         if not account:
             raise InvalidArgument("az:// stores need storage option azure_storage_account_name")
         akw: dict[str, Any] = {"account_name": account}
-        key = _opt(options, "azure_storage_account_key", "account_key")
-        if key:
-            akw["account_key"] = key
+        account_key = _opt(options, "azure_storage_account_key", "account_key")
+        if account_key:
+            akw["account_key"] = account_key
         return pafs.AzureFileSystem(**akw), base
     raise InvalidArgument(f"unsupported store URI {root!r}")

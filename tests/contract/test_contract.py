@@ -41,7 +41,9 @@ def test_conflicting_bytes_at_same_version_are_reported(make_backend: BackendFac
     assert b.read_partial(1, 1) == b"first"
 
 
-def test_newer_assignment_version_wins_and_stale_cannot_shadow_it(make_backend: BackendFactory) -> None:
+def test_newer_assignment_version_wins_and_stale_cannot_shadow_it(
+    make_backend: BackendFactory,
+) -> None:
     """Once version 2 wrote (vnode, epoch), a later write at version 1 changes nothing."""
     b = make_backend()
     b.write_partial(0, 5, 2, b"new-leader")

@@ -10,9 +10,16 @@ from statelake import DeltaStateBackend, SplitBrainCommit
 
 
 def main() -> None:
-    uri, instance_id, epochs, start_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    uri, instance_id, epochs, start_at = (
+        sys.argv[1],
+        sys.argv[2],
+        int(sys.argv[3]),
+        float(sys.argv[4]),
+    )
     options = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
-    backend = DeltaStateBackend(uri, instance_id=instance_id, vnode_capacity=None, storage_options=options)
+    backend = DeltaStateBackend(
+        uri, instance_id=instance_id, vnode_capacity=None, storage_options=options
+    )
     time.sleep(max(0.0, start_at - time.time()))
     outcomes: dict[int, str] = {}
     for epoch in range(epochs):

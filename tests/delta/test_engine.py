@@ -47,7 +47,9 @@ def test_tables_are_created_with_partitioning_and_properties(store_uri: str) -> 
     config = partials.metadata().configuration
     assert config["statelake.vnodeCapacity"] == "8"
     assert config["statelake.layout"] == "card"
-    assert DeltaTable(f"{store_uri}/control").metadata().configuration["statelake.table"] == "control"
+    assert (
+        DeltaTable(f"{store_uri}/control").metadata().configuration["statelake.table"] == "control"
+    )
 
 
 def test_reopening_adopts_stored_capacity_and_rejects_a_different_one(store_uri: str) -> None:
@@ -108,7 +110,7 @@ def test_prune_is_bounded_and_time_travel_survives_until_vacuum(store_uri: str) 
         assert b.vacuum(retention_hours=0, dry_run=True)  # dry run lists, deletes nothing
         assert b.read_partial(3, 2, as_of=before["partials"]) == b"2:3"
         b.vacuum(retention_hours=0, dry_run=False)
-        with pytest.raises(Exception, match="missing|not found|No such file"):
+        with pytest.raises(Exception, match=r"missing|not found|No such file"):
             b.read_partial(3, 2, as_of=before["partials"])
         assert b.read_partial(3, 16) == b"16:3"
 
@@ -197,7 +199,9 @@ def test_unusable_paths_get_clear_storage_errors(tmp_path: Path) -> None:
 def test_opening_without_create_does_not_create(tmp_path: Path) -> None:
     """create=False on an empty location reports that no store is there."""
     with pytest.raises(NotAStateStore):
-        DeltaStateBackend(str(tmp_path / "nothing"), instance_id="a", vnode_capacity=None, create=False)
+        DeltaStateBackend(
+            str(tmp_path / "nothing"), instance_id="a", vnode_capacity=None, create=False
+        )
     assert not (tmp_path / "nothing" / "partials").exists()
 
 

@@ -18,15 +18,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def race_epoch_complete(uri: str, options: dict[str, str], processes: int, epochs: int) -> None:
     """Spawn racers on one store; assert exactly one winner per epoch, every loser told so."""
-    with DeltaStateBackend(uri, instance_id="writer", vnode_capacity=2, storage_options=options) as w:
+    with DeltaStateBackend(
+        uri, instance_id="writer", vnode_capacity=2, storage_options=options
+    ) as w:
         for epoch in range(epochs):
             w.write_partials(epoch, 0, {0: b"a", 1: b"b"})
     start_at = time.time() + 3.0
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.delta._race_worker", uri, f"racer-{i}", str(epochs),
-             str(start_at), json.dumps(options)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "tests.delta._race_worker",
+                uri,
+                f"racer-{i}",
+                str(epochs),
+                str(start_at),
+                json.dumps(options),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for i in range(processes)
     ]
@@ -35,7 +48,9 @@ def race_epoch_complete(uri: str, options: dict[str, str], processes: int, epoch
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err
         results.append(json.loads(out.strip().splitlines()[-1]))
-    with DeltaStateBackend(uri, instance_id="auditor", vnode_capacity=2, storage_options=options) as a:
+    with DeltaStateBackend(
+        uri, instance_id="auditor", vnode_capacity=2, storage_options=options
+    ) as a:
         markers = a.commit_markers()
     for epoch in range(epochs):
         outcomes = [r[str(epoch)] for r in results]
@@ -78,7 +93,10 @@ def test_processes_using_statelake_exit_with_code_zero(tmp_path: Path) -> None:
     for run in range(8):
         proc = subprocess.run(
             [sys.executable, str(script), str(tmp_path / f"store-{run % 2}")],
-            capture_output=True, text=True, timeout=300, cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
         )
         assert proc.returncode == 0, (run, proc.returncode, proc.stderr[-2000:])
         assert proc.stdout.strip() == "done"

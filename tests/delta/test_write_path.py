@@ -31,7 +31,9 @@ def test_errors_reach_only_the_calls_they_concern(store_uri: str) -> None:
         except Exception as exc:
             outcomes[name] = type(exc)
 
-    threads = [threading.Thread(target=call, args=(f"good{v}", v, 1, b"fine")) for v in range(1, 33)]
+    threads = [
+        threading.Thread(target=call, args=(f"good{v}", v, 1, b"fine")) for v in range(1, 33)
+    ]
     threads.append(threading.Thread(target=call, args=("conflict", 0, 1, b"different")))
     threads.append(threading.Thread(target=call, args=("stale", 40, 0, b"old")))
     for t in threads:
@@ -92,7 +94,10 @@ def test_benchmark_job_prints_ratios_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, "-m", "jobs.benchmark", "--quick", "--skip-spark", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "vs raw" in proc.stdout and "epoch_complete" in proc.stdout

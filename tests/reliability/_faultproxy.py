@@ -49,8 +49,10 @@ class _State:
     def take(self, method: str, path: str) -> dict[str, Any] | None:
         with self.lock:
             for rule in self.rules:
-                if rule["count"] > 0 and rule["method"] == method and re.search(
-                    rule["pattern"], path
+                if (
+                    rule["count"] > 0
+                    and rule["method"] == method
+                    and re.search(rule["pattern"], path)
                 ):
                     rule["count"] -= 1
                     return dict(rule)
@@ -83,8 +85,13 @@ def make_handler(upstream: str, state: _State) -> type[BaseHTTPRequestHandler]:
         def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
             self.send_response(status)
             for k, v in headers:
-                if k.lower() not in ("transfer-encoding", "content-length", "connection",
-                                     "date", "server"):
+                if k.lower() not in (
+                    "transfer-encoding",
+                    "content-length",
+                    "connection",
+                    "date",
+                    "server",
+                ):
                     self.send_header(k, v)
             length = str(len(body))
             if self.command == "HEAD":  # a HEAD answer carries the object's size, not its own
@@ -117,14 +124,23 @@ def make_handler(upstream: str, state: _State) -> type[BaseHTTPRequestHandler]:
             rule = state.take(self.command, self.path)
             if rule is not None:
                 with state.lock:
-                    state.log.append({"method": self.command, "path": self.path,
-                                      "mode": rule["mode"], "t": time.time()})
+                    state.log.append(
+                        {
+                            "method": self.command,
+                            "path": self.path,
+                            "mode": rule["mode"],
+                            "t": time.time(),
+                        }
+                    )
             if rule is not None and rule["mode"] == "error_before":
                 self._reply(500, [("Content-Type", "application/xml")], _ERROR_BODY)
                 return
             conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
-            headers = {k: v for k, v in self.headers.items()
-                       if k.lower() not in ("transfer-encoding", "content-length", "connection")}
+            headers = {
+                k: v
+                for k, v in self.headers.items()
+                if k.lower() not in ("transfer-encoding", "content-length", "connection")
+            }
             if self.command in ("PUT", "POST") or body:
                 headers["Content-Length"] = str(len(body))
             conn.request(self.command, self.path, body=body or None, headers=headers)
@@ -168,7 +184,10 @@ class FaultProxy:
         env = dict(os.environ, PYTHONPATH=str(root))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.reliability._faultproxy", "--upstream", upstream],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(root), env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(root),
+            env=env,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -179,15 +198,21 @@ class FaultProxy:
 
     def _call(self, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         data = json.dumps(payload or {}).encode()
-        req = urllib.request.Request(f"{self.endpoint}/__fault__/{path}", data=data,
-                                     method="POST" if path != "log" else "GET")
+        req = urllib.request.Request(
+            f"{self.endpoint}/__fault__/{path}",
+            data=data,
+            method="POST" if path != "log" else "GET",
+        )
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read())  # type: ignore[no-any-return]
 
-    def arm(self, *, pattern: str, mode: str, count: int = 1, method: str = "PUT",
-            stall: float = 5.0) -> None:
-        self._call("arm", {"pattern": pattern, "mode": mode, "count": count,
-                           "method": method, "stall": stall})
+    def arm(
+        self, *, pattern: str, mode: str, count: int = 1, method: str = "PUT", stall: float = 5.0
+    ) -> None:
+        self._call(
+            "arm",
+            {"pattern": pattern, "mode": mode, "count": count, "method": method, "stall": stall},
+        )
 
     def clear(self) -> None:
         self._call("clear")

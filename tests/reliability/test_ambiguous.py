@@ -41,8 +41,9 @@ def faulty(
 
 
 def _direct(uri: str, direct: dict[str, str], name: str = "checker") -> DeltaStateBackend:
-    return DeltaStateBackend(uri, instance_id=name, vnode_capacity=None,
-                             storage_options=direct, create=False)
+    return DeltaStateBackend(
+        uri, instance_id=name, vnode_capacity=None, storage_options=direct, create=False
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -130,8 +131,17 @@ def test_epoch_complete_whose_merge_failed_reports_the_rival_that_sealed_meanwhi
     deadline = time.monotonic() + 60
     while not proxy.log() and time.monotonic() < deadline:
         time.sleep(0.05)
-    rival = start("racer", {"uri": uri, "storage_options": direct, "vnodes": 4, "epochs": [9],
-                            "id": "rival", "start_at": 0})
+    rival = start(
+        "racer",
+        {
+            "uri": uri,
+            "storage_options": direct,
+            "vnodes": 4,
+            "epochs": [9],
+            "id": "rival",
+            "start_at": 0,
+        },
+    )
     assert finish(rival)["results"]["9"] == "won"
     proxy.clear()
     t.join(timeout=120)

@@ -257,8 +257,16 @@ def _run_read_only(store: Path, mount: Path) -> dict[str, object]:
             f'mount --bind "{store}" "{mount}" && mount -o remount,bind,ro "{mount}" && '
             f'exec "{sys.executable}" -c "$0" "{mount}"'
         )
-        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
-               _READ_ONLY_PROBE]
+        cmd = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            _READ_ONLY_PROBE,
+        ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
     if os.geteuid() == 0 and proc.returncode != 0 and "mount" in proc.stderr:
         pytest.skip(f"cannot make a read-only bind mount here: {proc.stderr.strip()}")

@@ -18,17 +18,24 @@ VNODES = 4
 
 
 def _race(uri: str, options: dict[str, str]) -> None:
-    prep = DeltaStateBackend(uri, instance_id="writer", vnode_capacity=VNODES,
-                             storage_options=options)
+    prep = DeltaStateBackend(
+        uri, instance_id="writer", vnode_capacity=VNODES, storage_options=options
+    )
     for epoch in range(1, EPOCHS + 1):
         prep.write_partials(epoch, 1, {v: f"{v}@{epoch}".encode() for v in range(VNODES)})
     prep.close()
-    cfg = {"uri": uri, "storage_options": options, "vnodes": VNODES,
-           "epochs": list(range(1, EPOCHS + 1)), "start_at": time.time() + 8}
+    cfg = {
+        "uri": uri,
+        "storage_options": options,
+        "vnodes": VNODES,
+        "epochs": list(range(1, EPOCHS + 1)),
+        "start_at": time.time() + 8,
+    }
     procs = [start("racer", {**cfg, "id": f"racer-{i}"}) for i in range(RACERS)]
     results = [finish(p) for p in procs]
-    check = DeltaStateBackend(uri, instance_id="checker", vnode_capacity=None,
-                              storage_options=options, create=False)
+    check = DeltaStateBackend(
+        uri, instance_id="checker", vnode_capacity=None, storage_options=options, create=False
+    )
     markers = check.commit_markers()
     check.close()
     for epoch in range(1, EPOCHS + 1):

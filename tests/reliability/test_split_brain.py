@@ -27,17 +27,27 @@ def _wait_for(path: Path, event: str, count: int, timeout: float = 120) -> None:
 
 
 def _split_brain(tmp_path: Path, uri: str, options: dict[str, str], seed: int) -> None:
-    base: dict[str, Any] = {"uri": uri, "storage_options": options, "vnodes": VNODES,
-                            "seed": seed}
-    DeltaStateBackend(uri, instance_id="setup", vnode_capacity=VNODES,
-                      storage_options=options).close()
+    base: dict[str, Any] = {"uri": uri, "storage_options": options, "vnodes": VNODES, "seed": seed}
+    DeltaStateBackend(
+        uri, instance_id="setup", vnode_capacity=VNODES, storage_options=options
+    ).close()
     a_log, b_log = tmp_path / "a.log", tmp_path / "b.log"
-    old = start("leader", {**base, "id": "leader-A", "version": 1, "ledger": str(a_log),
-                           "first_epoch": 1, "seconds": 25})
+    old = start(
+        "leader",
+        {
+            **base,
+            "id": "leader-A",
+            "version": 1,
+            "ledger": str(a_log),
+            "first_epoch": 1,
+            "seconds": 25,
+        },
+    )
     _wait_for(a_log, "sealed", 3)  # A is in full swing: writing and sealing
     time.sleep(seed % 100 / 200)  # land the fence raise at a seeded instant of A's loop
-    new = start("leader", {**base, "id": "leader-B", "version": 2, "ledger": str(b_log),
-                           "seconds": 12})
+    new = start(
+        "leader", {**base, "id": "leader-B", "version": 2, "ledger": str(b_log), "seconds": 12}
+    )
     a_out, b_out = finish(old), finish(new)
     a_ev, b_ev = read_ledgers_file(a_log), read_ledgers_file(b_log)
     fenced_at = next(e["t"] for e in b_ev if e["ev"] == "fenced")
@@ -48,8 +58,9 @@ def _split_brain(tmp_path: Path, uri: str, options: dict[str, str], seed: int) -
     assert b_out["counts"]["sealed"] > 0, (seed, b_out)
     assert a_out["counts"]["stale"] > 0, f"seed={seed}: A was never told it is stale: {a_out}"
 
-    check = DeltaStateBackend(uri, instance_id="checker", vnode_capacity=None,
-                              storage_options=options, create=False)
+    check = DeltaStateBackend(
+        uri, instance_id="checker", vnode_capacity=None, storage_options=options, create=False
+    )
     markers = check.commit_markers()
     # 1. A's writes never become what read_partial returns where B wrote.
     for vnode, epoch in sorted(b_written):

@@ -35,8 +35,9 @@ from ..errors import (
 )
 from ._commit import commit_lines, put_if_absent, simple_protocol
 from ._control import COMMIT, FENCE, FENCE_EPOCH, ControlState, Marker, marker_table
-from ._log import FileEntry, LogDelta, LogFollower, entries_of, open_table
+from ._log import FileEntry, LogDelta, LogFollower, entries_of, open_table, retry_listing
 from ._partials import (
+    INDEX_STATS,
     NewPartial,
     PartialRow,
     PartialsIndex,
@@ -169,13 +170,13 @@ class DeltaStateBackend(StateBackend):
             create=create,
         )
 
-        self._partials_log = LogFollower(self.storage, _schemas.PARTIALS)
-        self._control_log = LogFollower(self.storage, _schemas.CONTROL)
+        self._partials_log = LogFollower(self.storage, _schemas.PARTIALS, INDEX_STATS)
+        self._control_log = LogFollower(self.storage, _schemas.CONTROL, ())
         self._index = PartialsIndex(self.storage)
         self._control = ControlState(self.storage)
-        self._index.apply(_delta_from(self._pt))
+        self._index.apply(_delta_from(self._pt, INDEX_STATS))
         self._partials_log.version = self._pt.version()
-        self._control.apply(_delta_from(self._ct))
+        self._control.apply(_delta_from(self._ct, ()))
         self._control_log.version = self._ct.version()
 
         # Group commit: one thread owns every partials commit of this process.
@@ -185,6 +186,11 @@ class DeltaStateBackend(StateBackend):
         self._write_lock = threading.Lock()  # partials table: committer and prune
         self._control_lock = threading.Lock()
         self._uploader = ThreadPoolExecutor(max_workers=4, thread_name_prefix="statelake-upload")
+        self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statelake-ckpt")
+        self._checkpoint_state = threading.Lock()
+        self._checkpoint_wanted = False
+        self._checkpoint_running = False
+        self._checkpoint_table: DeltaTable | None = None
         self._fast_commits = self.storage.local and simple_protocol(self._pt)
         self._checkpoint_interval = int(
             self._pt.metadata().configuration.get("delta.checkpointInterval") or 100
@@ -474,23 +480,49 @@ class DeltaStateBackend(StateBackend):
             else:  # pragma: no cover - would need 10,000 commits by others in between
                 raise StorageError("could not append to the partials log", uri=self.uri)
             if version % self._checkpoint_interval == 0:
-                self._checkpoint_partials()
+                self._request_checkpoint()
             return version
+
+    def _request_checkpoint(self) -> None:
+        """Checkpoint in the background: writers never wait for it.
+
+        A checkpoint of a table with many files takes delta-rs tens to
+        hundreds of milliseconds; done inline it stalled every writer once per
+        ``checkpoint_interval`` commits. At most one runs at a time; requests
+        made while it runs are folded into one more run at the latest version.
+        """
+        with self._checkpoint_state:
+            self._checkpoint_wanted = True
+            if self._checkpoint_running:
+                return
+            self._checkpoint_running = True
+        self._background.submit(self._checkpoint_partials)
 
     def _checkpoint_partials(self) -> None:
         """Write a Delta checkpoint and drop expired log files (delta-rs does the work)."""
-        try:
-            self._pt.update_incremental()
-            self._pt.create_checkpoint()
-            self._pt.cleanup_metadata()
-        except Exception:
-            log.warning("checkpointing the partials table failed; will retry", exc_info=True)
+        while True:
+            with self._checkpoint_state:
+                if not self._checkpoint_wanted:
+                    self._checkpoint_running = False
+                    return
+                self._checkpoint_wanted = False
+            try:
+                if self._checkpoint_table is None:
+                    self._checkpoint_table = open_table(
+                        self.storage.uri(_schemas.PARTIALS), self.storage.options
+                    )
+                else:
+                    retry_listing(self._checkpoint_table.update_incremental)
+                self._checkpoint_table.create_checkpoint()
+                self._checkpoint_table.cleanup_metadata()
+            except Exception:
+                log.warning("checkpointing the partials table failed; will retry", exc_info=True)
 
     def _landed(self, seq: int) -> bool:
         """Did our commit with app-transaction version ``seq`` reach the log?"""
         for attempt in range(10):
             try:
-                self._pt.update_incremental()
+                retry_listing(self._pt.update_incremental)
                 return (self._pt.transaction_version(self._app_id) or 0) >= seq
             except Exception:
                 _sleep_backoff(attempt)
@@ -503,7 +535,7 @@ class DeltaStateBackend(StateBackend):
     @staticmethod
     def _try_update(dt: DeltaTable) -> None:
         try:
-            dt.update_incremental()
+            retry_listing(dt.update_incremental)
         except Exception:
             log.debug("update_incremental failed; the next commit will retry", exc_info=True)
 
@@ -550,7 +582,7 @@ class DeltaStateBackend(StateBackend):
         _check_as_of(as_of)
         dt = open_table(self.storage.uri(_schemas.PARTIALS), self.storage.options, as_of)
         index = PartialsIndex(self.storage)
-        index.apply(_delta_from(dt))
+        index.apply(_delta_from(dt, INDEX_STATS))
         return index
 
     def committed_epochs(self, *, as_of: AsOf | None = None) -> list[int]:
@@ -574,7 +606,7 @@ class DeltaStateBackend(StateBackend):
         _check_as_of(as_of)
         dt = open_table(self.storage.uri(_schemas.CONTROL), self.storage.options, as_of)
         state = ControlState(self.storage)
-        state.apply(_delta_from(dt))
+        state.apply(_delta_from(dt, ()))
         return state
 
     # -- sealing and the fence -------------------------------------------------------
@@ -729,7 +761,7 @@ class DeltaStateBackend(StateBackend):
             self._refresh_partials()
             if any(e < before for e in self._index.epochs()):
                 try:
-                    self._pt.update_incremental()
+                    retry_listing(self._pt.update_incremental)
                     self._pt.delete(f"epoch < {before}")
                 except Exception as exc:
                     raise StorageError(
@@ -776,6 +808,7 @@ class DeltaStateBackend(StateBackend):
         self._queue.put(None)
         self._committer.join(timeout=60)
         self._uploader.shutdown(wait=True)
+        self._background.shutdown(wait=True)
 
     def table_versions(self) -> dict[str, int]:
         """Current Delta versions of the partials and control tables."""
@@ -784,8 +817,10 @@ class DeltaStateBackend(StateBackend):
         return {_schemas.PARTIALS: self._index.version, _schemas.CONTROL: self._control.version}
 
 
-def _delta_from(dt: DeltaTable) -> LogDelta:
-    return LogDelta(version=dt.version(), added=entries_of(dt), removed=[], reset=True)
+def _delta_from(dt: DeltaTable, stat_columns: tuple[str, ...]) -> LogDelta:
+    return LogDelta(
+        version=dt.version(), added=entries_of(dt, stat_columns), removed=[], reset=True
+    )
 
 
 def _check_as_of(as_of: object) -> None:

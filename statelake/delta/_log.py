@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from deltalake import DeltaTable
@@ -59,41 +60,83 @@ def _entry_from_action(add: dict[str, Any]) -> FileEntry:
     )
 
 
+T = TypeVar("T")
+
+
+def retry_listing(call: Callable[[], T], attempts: int = 8) -> T:
+    """Run a delta-rs call that lists the log, retrying a torn listing.
+
+    Listing a local ``_delta_log`` while another writer adds commits can see
+    commit N+2 without N+1 (directory reads are not snapshots); delta-rs then
+    fails with "Expected contiguous commit files". The log itself is fine, so
+    listing again a moment later succeeds.
+    """
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception as exc:
+            if "contiguous" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.005 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def open_table(
     uri: str, storage_options: dict[str, str], as_of: int | datetime | None = None
 ) -> DeltaTable:
     try:
         if isinstance(as_of, int):
-            return DeltaTable(uri, version=as_of, storage_options=storage_options)
-        table = DeltaTable(uri, storage_options=storage_options)
+            version = as_of
+            return retry_listing(
+                lambda: DeltaTable(uri, version=version, storage_options=storage_options)
+            )
+        table = retry_listing(lambda: DeltaTable(uri, storage_options=storage_options))
         if as_of is not None:
-            table.load_as_version(as_of)
+            moment = as_of
+            retry_listing(lambda: table.load_as_version(moment))
         return table
     except Exception as exc:  # delta-rs raises several unrelated types here
         what = f"version {as_of}" if as_of is not None else "the latest version"
         raise StorageError(f"cannot load {what} of the Delta table: {exc}", uri=uri) from exc
 
 
-def entries_of(table: DeltaTable) -> list[FileEntry]:
-    """Every live file of a loaded delta-rs table, with partition values and stats."""
+def entries_of(table: DeltaTable, stat_columns: tuple[str, ...] | None = None) -> list[FileEntry]:
+    """Every live file of a loaded delta-rs table, with partition values and stats.
+
+    ``stat_columns`` limits the min/max statistics kept to those columns
+    (``None`` keeps all): opening a store with many files stays cheap.
+    """
     actions = table.get_add_actions(flatten=True)
-    cols = {name: actions.column(name).to_pylist() for name in actions.column_names}
-    part_cols = [c for c in cols if c.startswith("partition.")]
-    min_cols = [c for c in cols if c.startswith("min.")]
-    max_cols = [c for c in cols if c.startswith("max.")]
+    names = actions.column_names
+
+    def wanted(prefix: str) -> list[str]:
+        return [
+            c
+            for c in names
+            if c.startswith(prefix) and (stat_columns is None or c[len(prefix) :] in stat_columns)
+        ]
+
+    part_cols = [c for c in names if c.startswith("partition.")]
+    min_cols, max_cols = wanted("min."), wanted("max.")
+    cols = {
+        name: actions.column(name).to_pylist()
+        for name in ["path", "size_bytes", "num_records", *part_cols, *min_cols, *max_cols]
+        if name in names
+    }
+    parts = [(c[len("partition.") :], cols[c]) for c in part_cols]
+    mins = [(c[4:], cols[c]) for c in min_cols]
+    maxs = [(c[4:], cols[c]) for c in max_cols]
+    records = cols.get("num_records")
     out = []
     for i, path in enumerate(cols["path"]):
         out.append(
             FileEntry(
                 path=unquote(path),
                 size=int(cols["size_bytes"][i] or 0),
-                partition={
-                    c[len("partition.") :]: None if cols[c][i] is None else str(cols[c][i])
-                    for c in part_cols
-                },
-                num_records=cols["num_records"][i] if "num_records" in cols else None,
-                min_values={c[4:]: cols[c][i] for c in min_cols if cols[c][i] is not None},
-                max_values={c[4:]: cols[c][i] for c in max_cols if cols[c][i] is not None},
+                partition={k: None if v[i] is None else str(v[i]) for k, v in parts},
+                num_records=records[i] if records is not None else None,
+                min_values={k: v[i] for k, v in mins if v[i] is not None},
+                max_values={k: v[i] for k, v in maxs if v[i] is not None},
             )
         )
     return out
@@ -102,9 +145,12 @@ def entries_of(table: DeltaTable) -> list[FileEntry]:
 class LogFollower:
     """Tracks one table's version and live files, incrementally."""
 
-    def __init__(self, storage: Storage, table: str) -> None:
+    def __init__(
+        self, storage: Storage, table: str, stat_columns: tuple[str, ...] | None = None
+    ) -> None:
         self.storage = storage
         self.table = table
+        self.stat_columns = stat_columns
         self.uri = storage.uri(table)
         self.version = -1
         self._lock = threading.Lock()
@@ -138,7 +184,7 @@ class LogFollower:
             self.version = table.version()
             return LogDelta(
                 version=self.version,
-                added=entries_of(table),
+                added=entries_of(table, self.stat_columns),
                 removed=[],
                 reset=True,
                 configuration=dict(table.metadata().configuration),

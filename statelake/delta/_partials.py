@@ -34,6 +34,8 @@ from ._parquet import Column, encode_table
 from ._storage import Storage
 
 _META_COLUMNS = ["assignment_version", "payload_size", "payload_crc32"]
+INDEX_STATS = (*_META_COLUMNS, "vnode")
+"""The file statistics the index reads: a row's facts when the file holds one row."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,12 +261,10 @@ class PartialsIndex:
         if entry.path in self._entries:
             return
         self._entries[entry.path] = entry
-        rows = _rows_from_stats(entry)
-        if rows is not None:
-            self._insert(entry.path, rows)
-        else:
-            epoch = int(entry.partition.get("epoch") or 0)
-            self._unresolved.setdefault(epoch, set()).add(entry.path)
+        # Rows are worked out per epoch on first use: opening a store with a long
+        # history only groups its files by epoch.
+        epoch = int(entry.partition.get("epoch") or 0)
+        self._unresolved.setdefault(epoch, set()).add(entry.path)
 
     def _insert(self, path: str, rows: list[PartialRow]) -> None:
         self._file_rows[path] = rows
@@ -296,6 +296,10 @@ class PartialsIndex:
             return
         for path in sorted(pending):
             entry = self._entries[path]
+            from_stats = _rows_from_stats(entry)
+            if from_stats is not None:
+                self._insert(path, from_stats)
+                continue
             cols = ["assignment_version", "payload_size", "payload_crc32"]
             if "vnode" not in entry.partition:
                 cols = ["vnode", *cols]

@@ -9,6 +9,7 @@ from deltalake import DeltaTable
 
 from .. import _schemas
 from ..errors import CorruptState, InvalidArgument, NotAStateStore, StorageError
+from ._log import retry_listing
 from ._storage import Storage
 
 KEY_TABLE = "statelake.table"
@@ -99,7 +100,7 @@ def ensure_table(
             if not _log_exists(storage, table):
                 raise StorageError(f"cannot create the {table} table: {exc}", uri=uri) from exc
     try:
-        dt = DeltaTable(uri, storage_options=storage.options)
+        dt = retry_listing(lambda: DeltaTable(uri, storage_options=storage.options))
     except Exception as exc:
         gap = _log_gap(storage, table)
         if gap is not None:

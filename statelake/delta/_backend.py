@@ -507,12 +507,15 @@ class DeltaStateBackend(StateBackend):
                     return
                 self._checkpoint_wanted = False
             try:
-                if self._checkpoint_table is None:
-                    self._checkpoint_table = open_table(
-                        self.storage.uri(_schemas.PARTIALS), self.storage.options
-                    )
-                else:
-                    retry_listing(self._checkpoint_table.update_incremental)
+                # Listing the log while our own committer appends to it can tear
+                # (see retry_listing): hold the commit lock just while listing.
+                with self._write_lock:
+                    if self._checkpoint_table is None:
+                        self._checkpoint_table = open_table(
+                            self.storage.uri(_schemas.PARTIALS), self.storage.options
+                        )
+                    else:
+                        retry_listing(self._checkpoint_table.update_incremental)
                 self._checkpoint_table.create_checkpoint()
                 self._checkpoint_table.cleanup_metadata()
             except Exception:

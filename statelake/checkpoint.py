@@ -26,9 +26,11 @@ into a :class:`~statelake.StateBackend` as one partial per vnode per epoch:
   checkpoint or any retained epoch (point-in-time recovery) by reading the
   chain from its base: full state, then each delta in order.
 * **Retention.** With ``retain=N`` the manager keeps at least the last N
-  sealed checkpoints and calls ``prune_before`` with the *base* epoch of the
-  oldest of them, never past it: an incremental checkpoint's chain is always
-  kept whole.
+  sealed checkpoints. It calls ``prune_before`` with a floor no higher than
+  the *base* epoch of any checkpoint that survives, so every retained
+  checkpoint keeps its whole chain. That includes an older incremental left
+  on a branch after a restore (it may hold back pruning until the floor
+  passes it).
 * **Interval.** :meth:`CheckpointManager.maybe_checkpoint` checkpoints when
   ``interval`` seconds passed since the last one and something changed.
 
@@ -251,7 +253,8 @@ class CheckpointManager:
       and restore more slowly.
     * ``retain``: keep at least the last this many sealed checkpoints
       (default 10; ``None`` keeps all). Older ones are pruned, but never the
-      base of a retained incremental checkpoint's chain.
+      base of any checkpoint left retained: every epoch :meth:`checkpoints`
+      lists can be restored.
     * ``interval``: seconds between checkpoints for :meth:`maybe_checkpoint`
       (default 60; ``None`` disables it).
     * ``assignment_version``: written with each partial (the fence applies).
@@ -448,14 +451,31 @@ class CheckpointManager:
         return list(self.backend.committed_epochs())
 
     def _apply_retention(self) -> None:
+        """Prune below the highest floor that leaves every surviving sealed epoch restorable.
+
+        ``prune_before(floor)`` drops a prefix: every sealed epoch at or above
+        ``floor`` survives and stays a restore target, not only the last
+        ``retain``. So the floor must sit at or below the base of *each*
+        survivor. Starting at the oldest of the last ``retain``, walk the
+        sealed epochs newest first, lowering the floor to the base of each
+        epoch still at or above it. In a linear history bases never decrease
+        with the epoch, so this changes nothing, but a branch breaks that
+        order: after ``restore(0)`` an incremental epoch 4 on base 0 can sit
+        below the newest chains. Previously the floor came from the last
+        ``retain`` alone, so epoch 4 survived with its base pruned, and
+        restoring it raised CorruptState. Such an epoch now holds its base
+        until the floor passes it, and then it goes too.
+        """
         if self.retain is None:
             return
         sealed = self.backend.committed_epochs()
         if len(sealed) <= self.retain:
             return
-        keep = sealed[-self.retain :]
-        # Never prune past the base of a retained chain: restoring it needs that full checkpoint.
-        floor = min(self._header_of(e).base for e in keep)
+        floor = sealed[-self.retain]
+        for e in reversed(sealed):
+            if e < floor:
+                break
+            floor = min(floor, self._header_of(e).base)
         if floor > sealed[0]:
             self.backend.prune_before(floor)
             self._headers = {e: h for e, h in self._headers.items() if e >= floor}

@@ -6,7 +6,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from statelake import CorruptState, DeltaStateBackend, InvalidArgument
@@ -138,6 +138,41 @@ def test_retention_keeps_last_n_and_never_prunes_a_needed_base(tmp_path: Path) -
     backend.close()
 
 
+def test_retention_after_a_branch_keeps_every_retained_checkpoint_restorable(
+    tmp_path: Path,
+) -> None:
+    """A restore-and-branch leaves an old chain that retention keeps whole, then prunes."""
+    backend = _backend(tmp_path, capacity=3)
+    m = CheckpointManager(backend, full_every=2, retain=3)
+    states: dict[int, dict[bytes, bytes]] = {}
+
+    def checkpoint(kind: str) -> int:
+        m.put(b"k", b"%d" % len(states))
+        info = m.checkpoint()
+        assert info.kind == kind
+        states[info.epoch] = m.state()
+        return info.epoch
+
+    for kind in ("full", "incremental", "full", "incremental"):  # epochs 0-3
+        checkpoint(kind)
+    assert m.restore(0) == 0
+    branch = checkpoint("incremental")  # epoch 4, on base 0
+    checkpoint("full")
+    checkpoint("incremental")
+    assert m.restore(2) == 2
+    checkpoint("incremental")  # epoch 7 on base 2: the floor used to stop at 2, pruning 4's base
+    assert branch in m.checkpoints()
+    for epoch in m.checkpoints():
+        assert m.state_at(epoch) == states[epoch]
+    checkpoint("full")
+    checkpoint("incremental")
+    checkpoint("full")  # the last three no longer reach back: the branch and its base go
+    assert m.checkpoints() == [8, 9, 10]
+    for epoch in m.checkpoints():
+        assert m.state_at(epoch) == states[epoch]
+    backend.close()
+
+
 def test_maybe_checkpoint_respects_the_interval(tmp_path: Path) -> None:
     """maybe_checkpoint fires once the interval passed and only when something changed."""
     backend = _backend(tmp_path)
@@ -205,6 +240,25 @@ _ops = st.lists(
     retain=st.sampled_from([None, 1, 2, 3]),
     codec=st.sampled_from(["zstd", "lz4", "none"]),
 )
+# Found by this test: after restoring epoch 0 and branching, epoch 4 (an incremental on base 0)
+# stayed sealed once retention had pruned 0, so restoring epoch 4 hit a pruned chain.
+@example(
+    ops=[
+        ("checkpoint", None, b""),
+        ("checkpoint", None, b""),
+        ("checkpoint", None, b""),
+        ("checkpoint", None, b""),
+        ("restore", 0, b""),
+        ("checkpoint", None, b""),
+        ("checkpoint", None, b""),
+        ("checkpoint", None, b""),
+        ("restore", 9, b""),
+        ("checkpoint", None, b""),
+    ],
+    full_every=2,
+    retain=3,
+    codec="zstd",
+)
 def test_any_sequence_restores_exactly_each_retained_checkpoint(
     tmp_path: Path,
     ops: list[tuple[str, object, bytes]],
@@ -234,6 +288,11 @@ def test_any_sequence_restores_exactly_each_retained_checkpoint(
                 info = m.checkpoint(full=arg if isinstance(arg, bool) else None)
                 has_checkpoint = True
                 at_epoch[info.epoch] = dict(model)
+                if retain is not None:
+                    # Pruning happens here; a broken chain must show now, before a later prune
+                    # drops the evidence.
+                    for epoch in m.checkpoints():
+                        assert m.state_at(epoch) == at_epoch[epoch]
             else:
                 retained = m.checkpoints()
                 if not retained:

@@ -52,14 +52,16 @@ class WriteResult:
         return (self.partials - self.failed) / self.seconds if self.seconds else 0.0
 
 
-def _run_threads(threads: int, total: int, work: Callable[[int, int], None]) -> tuple[float, int]:
-    """Run ``work(thread, i)`` for ``total`` items split over ``threads``; (seconds, failures)."""
+def _run_threads(
+    threads: int, work: Callable[[int, int], None], items: Callable[[int], range]
+) -> tuple[float, int]:
+    """Run ``work(thread, item)`` for each thread's ``items(thread)``; (seconds, failures)."""
     failures = [0] * threads
     barrier = threading.Barrier(threads + 1)
 
     def run(t: int) -> None:
         barrier.wait()
-        for i in range(t, total, threads):
+        for i in items(t):
             try:
                 work(t, i)
             except Exception:
@@ -75,6 +77,11 @@ def _run_threads(threads: int, total: int, work: Callable[[int, int], None]) -> 
     return time.perf_counter() - start, sum(failures)
 
 
+def _share(threads: int, total: int) -> Callable[[int], range]:
+    """Items 0..total-1 dealt round-robin over the threads."""
+    return lambda t: range(t, total, threads)
+
+
 def bench_raw(root: str, threads: int, total: int, payload: bytes) -> WriteResult:
     """Baseline: one object per partial through the same storage layer, no table at all."""
     from statelake.delta._storage import Storage
@@ -85,7 +92,7 @@ def bench_raw(root: str, threads: int, total: int, payload: bytes) -> WriteResul
         epoch, vnode = divmod(i, VNODES)
         storage.write(f"raw/epoch={epoch}/vnode={vnode}/part-{uuid.uuid4().hex}.bin", payload)
 
-    seconds, failed = _run_threads(threads, total, work)
+    seconds, failed = _run_threads(threads, work, _share(threads, total))
     return WriteResult(
         method="raw files",
         threads=threads,
@@ -127,7 +134,7 @@ def bench_naive(root: str, threads: int, total: int, payload: bytes) -> WriteRes
         )
         write_deltalake(uri, row, mode="append")
 
-    seconds, failed = _run_threads(threads, total, work)
+    seconds, failed = _run_threads(threads, work, _share(threads, total))
     commits = DeltaTable(uri).version()
     return WriteResult(
         method="naive append",
@@ -161,7 +168,7 @@ def bench_statelake(
             mine = {v: payload for v in range(t, VNODES, threads)}
             backend.write_partials(i, 0, mine)
 
-        seconds, failed_calls = _run_threads_per_epoch(threads, epochs, work)
+        seconds, failed_calls = _run_threads(threads, work, lambda _t: range(epochs))
         partials = epochs * VNODES
         failed = failed_calls
     else:
@@ -170,7 +177,7 @@ def bench_statelake(
             epoch, vnode = divmod(i, VNODES)
             backend.write_partial(vnode, epoch, 0, payload)
 
-        seconds, failed = _run_threads(threads, total, work)
+        seconds, failed = _run_threads(threads, work, _share(threads, total))
         partials = total
     commits = backend.table_versions()["partials"] - start_version
     backend.close()
@@ -184,30 +191,6 @@ def bench_statelake(
         failed=failed,
         commits=commits,
     )
-
-
-def _run_threads_per_epoch(
-    threads: int, epochs: int, work: Callable[[int, int], None]
-) -> tuple[float, int]:
-    failures = [0] * threads
-    barrier = threading.Barrier(threads + 1)
-
-    def run(t: int) -> None:
-        barrier.wait()
-        for epoch in range(epochs):
-            try:
-                work(t, epoch)
-            except Exception:
-                failures[t] += 1
-
-    pool = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
-    for th in pool:
-        th.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for th in pool:
-        th.join()
-    return time.perf_counter() - start, sum(failures)
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -26,6 +26,8 @@ from typing import Any
 
 from deltalake import DeltaTable
 
+from ._storage import write_fd
+
 ENGINE_INFO = "statelake"
 
 
@@ -77,15 +79,7 @@ def put_if_absent(path: str, body: bytes, *, fsync: bool) -> bool:
     """
     folder = os.path.dirname(path)
     tmp = os.path.join(folder, f".tmp-{uuid.uuid4().hex}.json")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(body)
-        while view:
-            view = view[os.write(fd, view) :]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_fd(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), body, fsync=fsync)
     try:
         os.link(tmp, path)
     except FileExistsError:

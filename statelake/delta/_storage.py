@@ -103,14 +103,7 @@ class Storage:
                 except FileNotFoundError:  # the folder was removed behind our back
                     os.makedirs(folder, exist_ok=True)
                     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    if fsync:
-                        os.fsync(fd)
-                finally:
-                    os.close(fd)
+                write_fd(fd, data, fsync=fsync)
             else:
                 with self._fs.open_output_stream(path) as out:
                     out.write(data)
@@ -177,6 +170,18 @@ class Storage:
             raise _storage_error("cannot create the store folder", root, exc) from exc
         if not os.access(root, os.W_OK | os.X_OK):
             raise StorageError("the store folder is not writable (read-only location?)", uri=root)
+
+
+def write_fd(fd: int, data: bytes | memoryview, *, fsync: bool) -> None:
+    """Write all of ``data`` to an open descriptor, optionally fsync, and close it."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _is_not_found(exc: OSError) -> bool:

@@ -272,7 +272,7 @@ class DeltaStateBackend(StateBackend):
             size=len(blob),
             partition=dict(partition),
             num_records=len(parts),
-            min_values={"stats": stats},
+            stats_json=stats,
         )
 
     def _already_stored(self, part: NewPartial) -> bool:
@@ -397,7 +397,7 @@ class DeltaStateBackend(StateBackend):
                 partition_values=entry.partition,
                 modification_time=now_ms,
                 data_change=True,
-                stats=entry.min_values["stats"],
+                stats=entry.stats_json,
             )
             for entry, _ in files
         ]
@@ -448,7 +448,7 @@ class DeltaStateBackend(StateBackend):
                 "size": entry.size,
                 "modificationTime": now_ms,
                 "dataChange": True,
-                "stats": entry.min_values["stats"],
+                "stats": entry.stats_json,
             }
             for entry, _ in files
         ]

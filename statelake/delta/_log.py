@@ -34,6 +34,8 @@ class FileEntry:
     num_records: int | None = None
     min_values: dict[str, Any] = field(default_factory=dict)
     max_values: dict[str, Any] = field(default_factory=dict)
+    stats_json: str = ""
+    """The add action's raw statistics, kept for files this process is about to commit."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -256,7 +256,7 @@ def write_partials(
                         size=f.size,
                         partition=dict(f.partition),
                         num_records=len(f.rows),
-                        min_values={"stats": f.stats},
+                        stats_json=f.stats,
                     ),
                     [],
                 )

@@ -38,10 +38,10 @@ if __package__ in (None, ""):  # spark-submit jobs/audit.py
 
 from jobs._common import DEFAULT_DATA_DIR, Progress, print_rows, print_summary
 
-__all__ = ["CHECKS", "ERROR_KINDS", "KINDS", "main", "run_audit"]
+# The vocabulary and the exit rule are the library audit's (`statelake verify`): one source.
+from statelake.audit import ERROR_KINDS, KINDS
 
-KINDS = ("gap", "stale", "conflict", "duplicate", "double_seal", "unsealed", "corrupt")
-ERROR_KINDS = frozenset({"gap", "stale", "conflict", "double_seal", "corrupt"})
+__all__ = ["CHECKS", "ERROR_KINDS", "KINDS", "main", "run_audit"]
 
 # Each check returns rows (epoch, vnode, detail); views come from statelake.spark.create_views.
 CHECKS: dict[str, str] = {

@@ -47,14 +47,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable
-from deltalake.exceptions import CommitFailedError
+from deltalake import DeltaTable
 
 from . import _schemas
 from ._validation import check_int
 from .backend import AsOf
 from .delta._backend import _check_as_of, _sleep_backoff
-from .delta._control import ControlState
+from .delta._control import ControlState, cas_merge
 from .delta._log import LogDelta, LogFollower, entries_of, open_table
 from .delta._partials import read_file
 from .delta._storage import Storage, redact
@@ -511,23 +510,16 @@ class DeltaHandleStore:
     ) -> bool:
         """One MERGE against exactly version ``base``: True if it landed, False if it lost."""
         try:
-            if self._dt.version() != base:
-                self._dt.load_as_version(base)
-            merger = self._dt.merge(
+            result = cas_merge(
+                self._dt,
+                base,
                 source,
                 predicate,
-                source_alias="s",
-                target_alias="t",
-                streamed_exec=False,
-                commit_properties=CommitProperties(
-                    max_commit_retries=0,
-                    custom_metadata={_TOKEN_KEY: token, "statelake.writer": self.instance_id},
-                ),
+                clauses,
+                custom_metadata={_TOKEN_KEY: token, "statelake.writer": self.instance_id},
             )
-            clauses(merger).execute()
-            return True
-        except CommitFailedError:
-            return False  # lost the race: nothing landed, re-read and decide again
+            # None: lost the race, nothing landed; the caller re-reads and decides again.
+            return result is not None
         except Exception as exc:
             landed = self._probe(base, token)
             if landed is None:

@@ -34,7 +34,7 @@ from ..errors import (
     StorageError,
 )
 from ._commit import commit_lines, put_if_absent, simple_protocol
-from ._control import COMMIT, FENCE, FENCE_EPOCH, ControlState, Marker, marker_table
+from ._control import COMMIT, FENCE, FENCE_EPOCH, ControlState, Marker, cas_merge, marker_table
 from ._log import FileEntry, LogDelta, LogFollower, entries_of, open_table, retry_listing
 from ._partials import (
     INDEX_STATS,
@@ -716,26 +716,12 @@ class DeltaStateBackend(StateBackend):
         return None so the caller re-reads. A storage fault (the commit file
         may or may not exist) is never guessed at: the caller re-reads too.
         """
-        version = self._control.version
         try:
-            if self._ct.version() != version:
-                self._ct.load_as_version(version)
-            merger = self._ct.merge(
-                source,
-                predicate,
-                source_alias="s",
-                target_alias="t",
-                streamed_exec=False,
-                commit_properties=CommitProperties(max_commit_retries=0),
-            )
-            result = clauses(merger).execute()
-        except CommitFailedError:
-            return None
+            return cas_merge(self._ct, self._control.version, source, predicate, clauses)
         except Exception as exc:
             log.warning("control MERGE failed (%s); re-reading the control table", exc)
             self._try_update(self._ct)
             return None
-        return dict(result)
 
     # -- pruning -----------------------------------------------------------------
     def prune_before(self, before: int) -> None:

@@ -11,10 +11,15 @@ fence never goes down" hold across processes and machines.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable
+from deltalake.exceptions import CommitFailedError
+from deltalake.table import TableMerger
 
 from .. import _schemas
 from ._log import LogDelta
@@ -69,6 +74,39 @@ def markers_of(table: pa.Table) -> list[Marker]:
         )
         for i in range(table.num_rows)
     ]
+
+
+def cas_merge(
+    dt: DeltaTable,
+    base: int,
+    source: pa.Table,
+    predicate: str,
+    clauses: Callable[[TableMerger], TableMerger],
+    *,
+    custom_metadata: dict[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """A MERGE committed as a compare-and-set on table version ``base``.
+
+    It runs against exactly version ``base`` with no commit retries, so if
+    any commit landed after ``base`` it fails instead of being rebased:
+    returns None (lost the race, nothing landed; re-read and decide again).
+    Any other error is raised: the commit may or may not have landed, and
+    only the caller knows how to find out.
+    """
+    if dt.version() != base:
+        dt.load_as_version(base)
+    merger = dt.merge(
+        source,
+        predicate,
+        source_alias="s",
+        target_alias="t",
+        streamed_exec=False,
+        commit_properties=CommitProperties(max_commit_retries=0, custom_metadata=custom_metadata),
+    )
+    try:
+        return dict(clauses(merger).execute())
+    except CommitFailedError:
+        return None
 
 
 class ControlState:

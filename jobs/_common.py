@@ -2,15 +2,46 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
-__all__ = ["DEFAULT_DATA_DIR", "Progress", "print_rows", "print_summary"]
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "Progress",
+    "add_store_arguments",
+    "print_rows",
+    "print_summary",
+    "storage_options",
+]
 
 DEFAULT_DATA_DIR = "./statelake-data"
 """Where the pipeline keeps its store and Spark checkpoint when no path is given."""
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--store`` (default: the pipeline's store) and repeatable ``-o KEY=VALUE`` options."""
+    parser.add_argument(
+        "--store",
+        default=os.path.join(DEFAULT_DATA_DIR, "store"),
+        help="store root URI (default %(default)s, the pipeline's store)",
+    )
+    parser.add_argument(
+        "-o",
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="storage option for object stores (repeatable; values never printed)",
+    )
+
+
+def storage_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``-o KEY=VALUE`` flags as a dict."""
+    return dict(kv.split("=", 1) for kv in args.storage_option if "=" in kv)
 
 
 class Progress:

@@ -36,7 +36,7 @@ from typing import Any
 if __package__ in (None, ""):  # spark-submit jobs/audit.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs._common import DEFAULT_DATA_DIR, Progress, print_rows, print_summary
+from jobs._common import Progress, add_store_arguments, print_rows, print_summary, storage_options
 
 # The vocabulary and the exit rule are the library audit's (`statelake verify`): one source.
 from statelake.audit import ERROR_KINDS, KINDS
@@ -154,21 +154,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Audit a statelake store with Spark SQL (gaps, stale, conflicting, "
         "duplicate and unsealed partials, double seals). Exit 1 on errors.",
     )
-    p.add_argument(
-        "--store",
-        default=os.path.join(DEFAULT_DATA_DIR, "store"),
-        help="store root URI (default %(default)s, the pipeline's store)",
-    )
+    add_store_arguments(p)
     p.add_argument("--version", type=int, help="audit both tables as of this table version")
     p.add_argument("--timestamp", help="audit as of this instant (ISO-8601, UTC if naive)")
-    p.add_argument(
-        "-o",
-        "--storage-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="storage option for object stores (repeatable; values never printed)",
-    )
     p.add_argument("--limit", type=int, default=10, help="anomalies listed per kind")
     p.add_argument("--json", action="store_true", help="print one JSON report on stdout")
     return p
@@ -176,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    options = dict(kv.split("=", 1) for kv in args.storage_option if "=" in kv)
+    options = storage_options(args)
     progress = Progress(total=len(KINDS), stream=sys.stderr)
     store = args.store if "://" in args.store else os.path.abspath(args.store)
     if "://" not in store and not os.path.isdir(os.path.join(store, "partials")):

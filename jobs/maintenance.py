@@ -31,7 +31,7 @@ from typing import Any
 if __package__ in (None, ""):  # spark-submit jobs/maintenance.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs._common import DEFAULT_DATA_DIR, Progress, print_summary
+from jobs._common import Progress, add_store_arguments, print_summary, storage_options
 
 __all__ = ["main"]
 
@@ -44,11 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Prune old epochs, compact small files, checkpoint the logs and vacuum "
         "unreferenced files of a statelake store. Dry run unless --yes.",
     )
-    p.add_argument(
-        "--store",
-        default=os.path.join(DEFAULT_DATA_DIR, "store"),
-        help="store root URI (default %(default)s, the pipeline's store)",
-    )
+    add_store_arguments(p)
     p.add_argument(
         "--keep-last", type=int, default=10, help="sealed epochs to keep (default %(default)s)"
     )
@@ -58,14 +54,6 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=168.0,
         help="vacuum files unreferenced for this long (default %(default)s)",
-    )
-    p.add_argument(
-        "-o",
-        "--storage-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="storage option for object stores (repeatable; values never printed)",
     )
     for step in STEPS:
         p.add_argument(f"--no-{step}", action="store_true", help=f"skip the {step} step")
@@ -84,7 +72,7 @@ def _live_files(store: str, table: str, options: dict[str, str]) -> tuple[int, l
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    options = dict(kv.split("=", 1) for kv in args.storage_option if "=" in kv)
+    options = storage_options(args)
     store = args.store if "://" in args.store else os.path.abspath(args.store)
     if "://" not in store and not os.path.isdir(os.path.join(store, "partials")):
         print(f"no statelake store at {store} (run python -m jobs.pipeline first)", file=sys.stderr)
